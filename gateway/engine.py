@@ -89,7 +89,7 @@ class Gateway:
         self.gateway_id = gateway_id or new_gateway_id()
         """This gateway's id, in the `_meta` of the tools it serves (`loops`)."""
         self._loops = LoopGuard(self.gateway_id)
-        self.approvals = approvals_of(self.nodes.values(), approvals)
+        self.approvals = approvals_of(list(self.nodes.values()), approvals)
         """Nodes whose tools need a person's approval, by node (globs over `approval_names`):
         each node's own rule (`HasCallRules`) with what `approvals` adds (`node_rules`)."""
         self.max_concurrency = max_concurrency
@@ -98,7 +98,7 @@ class Gateway:
         waits = {
             n.name: n.idle_timeout for n in self.nodes.values() if isinstance(n, HasIdleTimeout)
         }
-        limits = limits_of(self.nodes.values(), node_limits)
+        limits = limits_of(list(self.nodes.values()), node_limits)
         self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, limits, waits)
         self._leases = Leases()
         """The slots held by calls to other gateways, lent to the calls coming back."""

@@ -113,6 +113,9 @@ class OtelExporter:
         """The open spans started with no parent: each a trace's root (`root_context`)."""
         self._provided: set[str] = set()
         """The open agent spans whose `gen_ai.provider.name` is set (by their first model call)."""
+        self._first_chats: dict[str, str] = {}
+        """The open chat spans that named their agent's provider, with that agent span's id: a
+        fallback that renames one names the agent's provider anew."""
         self._model_failures: dict[str, tuple[str, str | None]] = {}
         """The open agent spans' last failed model call: its `error.type` and description, for
         an item that failed of it (the agent's span fails with its run)."""
@@ -127,6 +130,7 @@ class OtelExporter:
             self._handed.pop(event.id, None)
             self._roots.discard(event.id)
             self._provided.discard(event.id)
+            self._first_chats.pop(event.id, None)
             failed_call = self._model_failures.pop(event.id, None)
             if event.kind == "model" and event.phase == "error" and event.paused is None:
                 said = event.error_public if event.error_private else event.error
@@ -166,7 +170,10 @@ class OtelExporter:
                 if event.kind == "model" and isinstance(event.output, dict):
                     following = event.output.get("fallback_to")
                     if isinstance(following, str):  # the chain's next model is asked now
-                        _name_the_model(parent, following)
+                        provider = _name_the_model(parent, following)
+                        agent = self._spans.get(self._first_chats.get(event.parent_id or "", ""))
+                        if agent is not None:  # as its first chat span now says
+                            agent.set_attribute(PROVIDER, provider)
 
     @contextmanager
     def calling_from(self, span_id: str) -> Generator[dict[str, str]]:
@@ -206,6 +213,7 @@ class OtelExporter:
         if agent is not None and event.parent_id not in self._provided:
             # The agent's provider (required on its span) is known at its first model call.
             self._provided.add(event.parent_id or "")
+            self._first_chats[event.id] = event.parent_id or ""
             agent.set_attribute(PROVIDER, attributes[PROVIDER])
         span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self._spans[event.id] = span
@@ -357,10 +365,12 @@ def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:
     return f"execute_tool {event.name}", SpanKind.INTERNAL, attributes
 
 
-def _name_the_model(span: Span, name: str) -> None:
+def _name_the_model(span: Span, name: str) -> str:
+    """Name the chat span for model `name`; its provider."""
     provider, model = _provider_and_model(name)
     span.update_name(f"chat {model}")
     span.set_attributes({"gen_ai.provider.name": provider, "gen_ai.request.model": model})
+    return provider
 
 
 def _provider_and_model(name: str) -> tuple[str, str]:

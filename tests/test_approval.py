@@ -26,6 +26,7 @@ from gateway.approval_globs import UnmatchedApprovals
 from gateway.assembly import open_gateway
 from gateway.cli import main
 from gateway.config import parse_config
+from gateway.errors import ConfigError
 from tests.prompt_model import PromptModel
 from tests.servers.inprocess import Context, ToyServer, text_result
 from tests.servers.real import filesystem_stdio
@@ -101,6 +102,11 @@ def _log_tool(log: list[str], noted: anyio.Event | None = None) -> FunctionToolk
     return FunctionToolkit("log", [function_tool(note), function_tool(erase)])
 
 
+def _noop() -> str:
+    """Does nothing."""
+    return ""
+
+
 def test_a_rule_covers_globs_and_destructive_tools() -> None:
     rule = ApprovalRule(["fs__write_*", "git__commit"])
     assert rule.covers("fs__write_file", {})
@@ -115,6 +121,7 @@ def test_a_rule_covers_globs_and_destructive_tools() -> None:
 
 def test_the_gateway_asks_by_agent_names_and_by_server_own_names() -> None:
     gateway = Gateway(
+        [FunctionToolkit("fs", [_noop])],
         agents=[AgentSpec("a", ScriptedModel([]), approval=ApprovalRule(["fs__write_*"]))],
         approvals={"fs": ApprovalRule(["move_*"], destructive=True)},
     )
@@ -140,11 +147,34 @@ def test_the_gateway_asks_by_agent_names_and_by_server_own_names() -> None:
     assert gateway.node_rule(other) is None
 
 
+def test_approvals_and_node_limits_for_no_node_or_no_call_are_refused() -> None:
+    """A typo in the node's name would approve nothing, and a limit below 1 would let no call
+    run: each is a `ConfigError` naming the key, not a gateway that ignores it."""
+    nodes = [FunctionToolkit("slow", [_noop]), FunctionToolkit("calculator", [_noop])]
+    with pytest.raises(
+        ConfigError, match=r"^approvals: no node named 'slwo' \(nodes: slow, calculator\)$"
+    ):
+        Gateway(nodes, approvals={"slwo": ApprovalRule(["*"])})
+    with pytest.raises(
+        ConfigError, match=r"^node_limits: no node named 'slwo' \(nodes: slow, calculator\)$"
+    ):
+        Gateway(nodes, node_limits={"slwo": 1})
+    for limit in (0, -1, True, 1.5):
+        with pytest.raises(
+            ConfigError, match=r"^node_limits: 'slow': .* is not a whole number >= 1$"
+        ):
+            Gateway(nodes, node_limits={"slow": limit})  # pyright: ignore[reportArgumentType]
+    gateway = Gateway(nodes, node_limits={"slow": 2}, approvals={"slow": ApprovalRule(["*"])})
+    assert gateway.node_limit("slow").capacity == 2
+    assert "slow" in gateway.approvals
+
+
 def test_a_glob_covers_a_tool_under_every_name_it_may_be_offered_as() -> None:
     """With `prefix="auto"` a tool is `crm__delete_user` while a clashing server is up and
     `delete_user` while it is down: a rule written for either name covers both."""
     qualified, bare = ApprovalRule(["crm__delete_*"]), ApprovalRule(["delete_*"])
     gateway = Gateway(
+        [FunctionToolkit("crm", [_noop])],
         agents=[AgentSpec("q", ScriptedModel([]), approval=qualified)],
         approvals={"crm": ApprovalRule(["crm__delete_*"])},
     )

@@ -199,3 +199,18 @@ def test_call_leaves_nothing_of_a_servers_process_group_running(tmp_path: Path) 
     except FileNotFoundError:
         return  # gone, and reaped
     assert stat[stat.rindex(b")") + 2 :][:1] == b"Z", "the server's child is still running"
+
+
+def test_call_of_a_server_that_crashes_mid_call_says_so_without_reconnecting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node reconnects to a server that died; a one-shot `call` exits instead, so its
+    error does not say "reconnecting"."""
+    config = tmp_path / "agent-gateway.toml"
+    args = json.dumps([str(PARENT), str(tmp_path / "pids")])
+    config.write_text(f"[mcpServers.p]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
+    assert main(["call", "p__crash", "--config", str(config)]) == 1
+    assert capsys.readouterr().err == (
+        "error: MCP server 'p' went away: the connection closed during a call to 'p__crash'; "
+        "it exited with status 3\n"
+    )

@@ -150,6 +150,10 @@ async def test_a_fallback_chains_span_names_the_model_and_server_that_answered()
     assert chat["gen_ai.response.model"] == "qwen2.5:7b"
     assert chat["gen_ai.response.id"] == "chatcmpl-297"
     assert (chat["server.address"], chat["server.port"]) == ("127.0.0.1", 11434)
+    # The agent's provider is what its first chat span says once renamed, not the chain's first.
+    assert chat["gen_ai.provider.name"] == "openai-compatible"
+    [agent] = [s for s in memory.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert attributes(agent)["gen_ai.provider.name"] == "openai-compatible"
 
 
 class Journal:

@@ -82,6 +82,11 @@ class ConnectionLost(ServerUnavailable):
     reconnecting), or the node is shutting down."""
 
 
+RECONNECTING = "; reconnecting"
+"""How a `ConnectionLost` ends when its node reconnects: a one-shot command, which does not
+stay to, leaves it out."""
+
+
 class NodeStopped(ConnectionLost):
     """The node was stopped under the call (its owner is shutting down), or is not running:
     the call has no outcome, and whatever made it is being stopped as well (an agent run

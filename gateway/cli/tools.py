@@ -20,7 +20,16 @@ from agent import AgentError, AgentItem
 from agent.model_json import NotModelJson, read_model_json
 from agent.models.schema import unexpressed
 from agent.names import did_you_mean, listed_names
-from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
+from toolkits import (
+    ConnectionLost,
+    HasHealth,
+    NodeHealth,
+    Tool,
+    ToolkitError,
+    error_result,
+    result_text,
+)
+from toolkits.errors import RECONNECTING
 from toolkits.printable import encodes_all, printable
 
 from ..assembly import open_gateway
@@ -161,6 +170,7 @@ async def _call(args: argparse.Namespace) -> int:
                 _no_such_tool(args.tool, tools, gateway.agents, _health(gateway))
             result = await gateway.call_tool(tool, arguments)
         except (ToolkitError, GatewayError) as exc:
+            exc = _once(exc)
             if args.json and exit_code(exc) != BAD_INPUT:  # the error result `serve` answers
                 print(_mcp_json(error_result(str(exc))), flush=True, file=result_stdout())
             # Said before the servers stop, as a result is: a server that no longer reads its
@@ -178,6 +188,16 @@ async def _call(args: argparse.Namespace) -> int:
             text = result_text(result)
             print(printable(text) if out.isatty() else text, flush=True, file=out)
     return FAILED if result.is_error else OK
+
+
+def _once(exc: ToolkitError | GatewayError) -> ToolkitError | GatewayError:
+    """`exc` as a one-shot command says it: it exits, so no "reconnecting" to the server gone."""
+    if not isinstance(exc, ConnectionLost) or not str(exc).endswith(RECONNECTING):
+        return exc
+    said = type(exc)(str(exc).removesuffix(RECONNECTING), node=exc.node)
+    for note in getattr(exc, "__notes__", ()):
+        said.add_note(note)
+    return said
 
 
 def _nothing() -> None:

@@ -18,7 +18,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyUrl
 
 from tests.servers.oauth import AuthorityOptions, OAuthWorld, legacy_world, oauth_world
-from toolkits import AuthorizationRequired
+from toolkits import AuthorizationRequired, ServerUnavailable
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, transport
 from toolkits.mcp.oauth import STEP_UP_LIMIT
 from toolkits.mcp.oauth_callback import free_loopback_port, redirect_uri
@@ -499,3 +499,25 @@ async def test_a_token_is_never_sent_to_another_server_under_the_same_name() -> 
             assert await call(toolkit) == "echo:hi"
         assert issued.isdisjoint(second.protected.tokens_seen())
         assert second.authority.grants == ["authorization_code"]
+
+
+async def test_a_refresh_cut_off_by_the_connect_timeout_says_what_it_waited_for(
+    token_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process refreshing holds the entry's lock past the connection's deadline: the
+    node's error can only say it did not connect, so the wait is told beside it."""
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp.oauth")
+    async with oauth_world() as world:
+        async with node(world) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+        tokens = ServerTokens(FileStore(token_dir), "remote", world.url)
+        await expire_stored(tokens)
+        async with tokens.locked():  # the other process's refresh, under way
+            with anyio.fail_after(20):
+                async with node(world, connect_timeout=1) as toolkit:
+                    with pytest.raises(ServerUnavailable, match="no handshake and tool list"):
+                        await call(toolkit)
+    assert (
+        "remote: cut off waiting for another refresh of its tokens (another process holds "
+        "their lock)" in caplog.messages
+    )

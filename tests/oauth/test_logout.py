@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl
@@ -15,7 +16,7 @@ from tests.servers.oauth import AuthorityOptions, oauth_world
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.authorization import login, logout, status
 from toolkits.mcp.oauth_callback import free_loopback_port, redirect_uri
-from toolkits.mcp.oauth_store import FileStore
+from toolkits.mcp.oauth_store import FileStore, ServerTokens
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -83,3 +84,47 @@ async def test_without_a_revocation_endpoint_the_tokens_are_only_forgotten(
         assert outcome.failure is None
         assert not [r for r in world.authority_seen if r.path == "/revoke"]
         assert str(await logout("remote", config, store=store)) == "remote: nothing was stored"
+
+
+async def test_logout_waits_for_a_refresh_under_way_and_revokes_what_it_stored(
+    tmp_path: Path,
+) -> None:
+    """Another process refreshing holds the entry's lock: logout waits for it, then revokes and
+    forgets the tokens that refresh stored, not the spent ones it would have read before."""
+    store = FileStore(tmp_path / "oauth")
+    async with oauth_world() as world:
+        config = McpServerConfig(url=world.url)
+        await login("remote", config, mode="fetch", store=store)
+        refreshing = ServerTokens(store, "remote", world.url)
+        spent = await refreshing.get_tokens()
+        assert spent is not None
+        assert spent.refresh_token is not None
+        async with refreshing.locked():
+            with anyio.move_on_after(0.3) as waiting:
+                await logout("remote", config, store=store)
+            assert waiting.cancelled_caught
+            assert world.authority.revoked == []
+            client = next(iter(world.authority.clients))
+            new = world.authority.issue(client, ["read"], None)
+            with refreshing.refreshing(spent):
+                await refreshing.set_tokens(new)
+        outcome = await logout("remote", config, store=store)
+        assert (outcome.revoked, outcome.forgotten) == (True, True)
+        assert world.authority.revoked == [new.refresh_token, new.access_token]
+        assert await refreshing.get_tokens() is None
+
+
+async def test_a_refresh_that_answers_after_logout_stores_nothing(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "oauth")
+    async with oauth_world() as world:
+        config = McpServerConfig(url=world.url)
+        await login("remote", config, mode="fetch", store=store)
+        late = ServerTokens(store, "remote", world.url)
+        spent = await late.get_tokens()
+        assert spent is not None
+        await logout("remote", config, store=store)
+        client = next(iter(world.authority.clients))
+        with late.refreshing(spent):
+            await late.set_tokens(world.authority.issue(client, ["read"], None))
+        assert late.refresh_dropped
+        assert not (await status("remote", config, store=store)).authorised

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.assembly import open_gateway
@@ -111,7 +111,7 @@ class Issuer:
                 listed.append(public | {"kid": kid, "use": "sig"})
             return JSONResponse({"keys": listed})
 
-        async def introspect(request: Request) -> JSONResponse:
+        async def introspect(request: Request) -> Response:
             self.introspections += 1
             if request.client is not None:
                 self.introspected_from.add(request.client.port)
@@ -122,7 +122,9 @@ class Issuer:
             if request.headers.get("authorization") != INTROSPECTION_CLIENT:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             token = str((await request.form()).get("token"))
-            return JSONResponse(self.opaque.get(token, {"active": False}))
+            # json.dumps, not JSONResponse: an answer may hold NaN, as a broken server's may.
+            answer = json.dumps(self.opaque.get(token, {"active": False}))
+            return Response(answer, media_type="application/json")
 
         return Starlette(
             routes=[

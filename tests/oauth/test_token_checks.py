@@ -5,6 +5,7 @@ introspection answers are kept a while, on one HTTP client."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -192,6 +193,9 @@ async def test_an_introspected_token_is_in_force_from_its_nbf_and_iat_as_a_jwt_i
             "nbf-in-50": good | {"nbf": now + 50},
             "nbf-soon": good | {"nbf": "soon"},
             "iat-true": good | {"iat": True},
+            "exp-nan": good | {"exp": math.nan},
+            "nbf-nan": good | {"nbf": math.nan},
+            "exp-inf": good | {"exp": math.inf},
         }
         tokens = OAuthTokens(settings(issuer), now=lambda: clock[0])
         async with tokens.running():
@@ -204,6 +208,8 @@ async def test_an_introspected_token_is_in_force_from_its_nbf_and_iat_as_a_jwt_i
             assert await tokens.verify_token("nbf-skewed") is not None
             assert await tokens.verify_token("nbf-soon") is None
             assert await tokens.verify_token("iat-true") is None
+            for unending in ("exp-nan", "nbf-nan", "exp-inf"):  # JSON's NaN and Infinity
+                assert await tokens.verify_token(unending) is None, unending
             assert await tokens.verify_token("nbf-in-50") is None
             asked = issuer.introspections
             clock[0] += 30  # 20 s before its nbf: in force, with the leeway
@@ -217,6 +223,9 @@ async def test_an_introspected_token_is_in_force_from_its_nbf_and_iat_as_a_jwt_i
         "refused a bearer token: the token is not yet valid (iat)",
         "refused a bearer token: the introspection answer's nbf is not a number: 'soon'",
         "refused a bearer token: the introspection answer's iat is not a number: True",
+        "refused a bearer token: the introspection answer's exp is not a number: nan",
+        "refused a bearer token: the introspection answer's nbf is not a number: nan",
+        "refused a bearer token: the introspection answer's exp is not a number: inf",
         "refused a bearer token: the token is not yet valid (nbf)",
     ]
 

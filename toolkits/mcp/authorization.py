@@ -176,15 +176,21 @@ async def logout(
     name: str, config: McpServerConfig, *, store: TokenStore | None = None
 ) -> LogoutOutcome:
     """Revoke the server's tokens at its authorization server, when it publishes a revocation
-    endpoint, then forget them and the registration here (also when revoking failed)."""
+    endpoint, then forget them and the registration here (also when revoking failed), all
+    under the entry's lock.
+
+    Raises `StoreLocked` when another process holds the entry too long."""
     config = _oauth_config(name, config)
     assert config.url is not None
     tokens = ServerTokens(store or default_store(), name, config.url)
-    entry = await tokens.load()
-    outcome = LogoutOutcome(name, forgotten=False)
-    if entry.tokens is not None:
-        outcome = await _revoke(name, config, entry)
-    return replace(outcome, forgotten=await tokens.forget())
+    # Under the entry's lock: a refresh under way in another process ends first, and the
+    # tokens it stored are the ones revoked and forgotten (not written back after).
+    async with tokens.locked():
+        entry = await tokens.load()
+        outcome = LogoutOutcome(name, forgotten=False)
+        if entry.tokens is not None:
+            outcome = await _revoke(name, config, entry)
+        return replace(outcome, forgotten=await tokens.forget())
 
 
 async def _revoke(name: str, config: McpServerConfig, entry: OAuthEntry) -> LogoutOutcome:

@@ -22,7 +22,7 @@ import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from ..errors import ConnectionLost, NodeStopped
+from ..errors import RECONNECTING, ConnectionLost, NodeStopped
 from .sdk_errors import closed_by_sdk
 from .server_requests import Stamp
 from .stdio_pipe import StdioLink
@@ -133,10 +133,10 @@ def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
         return NodeStopped(f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node)
     if conn.expired is not None:
         said = f"no longer knows the session (HTTP {conn.expired})"
-        return ConnectionLost(f"MCP server {node!r} {said}: {what}; reconnecting", node=node)
+        return ConnectionLost(f"MCP server {node!r} {said}: {what}{RECONNECTING}", node=node)
     ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
     conn.drop(f"{what} (server gone{ended})")
-    return ConnectionLost(f"MCP server {node!r} went away: {what}{ended}; reconnecting", node=node)
+    return ConnectionLost(f"MCP server {node!r} went away: {what}{ended}{RECONNECTING}", node=node)
 
 
 def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> ConnectionLost | None:

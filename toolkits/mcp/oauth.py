@@ -289,6 +289,11 @@ class McpOAuth(OAuthClientProvider):
         takes = metadata is None or metadata.client_id_metadata_document_supported is True
         return None if takes and client.client_id != document else client
 
+    def _token_endpoint(self) -> str:
+        metadata = self.context.oauth_metadata
+        endpoint = metadata.token_endpoint if metadata is not None else None
+        return f"the token endpoint {endpoint}" if endpoint else "the authorization server"
+
     def _refresh_due(self) -> bool:
         return not self.context.is_token_valid() and self.context.can_refresh_token()
 
@@ -310,7 +315,19 @@ class McpOAuth(OAuthClientProvider):
         the stored ones); on any other failure keep them and raise `AuthorizationServerFailed`."""
         sent = self.context.current_tokens
         if response.status_code == 200:
-            if await super()._handle_refresh_response(response):
+            if sent is None:  # the SDK refreshes only tokens it holds
+                return await super()._handle_refresh_response(response)
+            with self.tokens.refreshing(sent):
+                refreshed = await super()._handle_refresh_response(response)
+            if refreshed and self.tokens.refresh_dropped:
+                log.warning(
+                    "%s: a token refresh answered after the stored tokens were replaced or "
+                    "forgotten (auth logout); its tokens are not kept",
+                    self.name,
+                )
+                await self._take_stored()
+                return self.context.is_token_valid()
+            if refreshed:
                 return True
             self.context.current_tokens = sent  # the SDK dropped them for a malformed answer
             raise AuthorizationServerFailed(
@@ -360,12 +377,22 @@ class McpOAuth(OAuthClientProvider):
                     await self._initialize()
                 if self._refresh_due():
                     # Decided with what is stored now, under its lock (module docstring); the
-                    # SDK's flow then finds a valid token, or none to refresh.
-                    async with self.tokens.locked():
-                        await self._take_stored()
-                        if self._refresh_due():
-                            refreshed = yield await self._refresh_token()
-                            await self._handle_refresh_response(refreshed)
+                    # SDK's flow then finds a valid token, or none to refresh. Cut off (the
+                    # connection's deadline), it says what it waited for: the session's
+                    # error can only say it did not connect.
+                    waiting = "another refresh of its tokens (another process holds their lock)"
+                    try:
+                        async with self.tokens.locked():
+                            await self._take_stored()
+                            if self._refresh_due():
+                                waiting = f"an answer from {self._token_endpoint()} to a refresh"
+                                refreshed = yield await self._refresh_token()
+                                waiting = ""
+                                await self._handle_refresh_response(refreshed)
+                    except (anyio.get_cancelled_exc_class(), GeneratorExit):
+                        if waiting:
+                            log.warning("%s: cut off waiting for %s", self.name, waiting)
+                        raise
             flow = super()._auth_flow(request)
             retry_with_refresh = stepping_up = False
             answered = False  # whether the last response the flow took was the request's

@@ -31,8 +31,8 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -292,6 +292,9 @@ class ServerTokens:
         """Client IDs registered through this object (so known to the server right now)."""
         self._local = anyio.Lock()
         self._holder: object = None
+        self._refreshing: OAuthToken | None = None
+        self.refresh_dropped = False
+        """The last refresh's tokens were not stored (`refreshing`)."""
 
     async def load(self) -> OAuthEntry:
         raw = await anyio.to_thread.run_sync(self.store.read, self.key)
@@ -335,7 +338,8 @@ class ServerTokens:
                 await self.save(changed)
 
     async def forget(self) -> bool:
-        return await anyio.to_thread.run_sync(self.store.delete, self.key)
+        async with self.locked():
+            return await anyio.to_thread.run_sync(self.store.delete, self.key)
 
     async def set_discovery(
         self, resource: ProtectedResourceMetadata | None, server: OAuthMetadata | None
@@ -387,7 +391,28 @@ class ServerTokens:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
         fields = {"tokens": tokens, "expires_at": expires_at}
-        await self.update(lambda entry: entry.model_copy(update=fields))
+        refreshed = self._refreshing
+
+        def store(entry: OAuthEntry) -> OAuthEntry | None:
+            if refreshed is not None and (
+                entry.tokens is None or not same_tokens(entry.tokens, refreshed)
+            ):
+                self.refresh_dropped = True
+                return None
+            return entry.model_copy(update=fields)
+
+        await self.update(store)
+
+    @contextmanager
+    def refreshing(self, sent: OAuthToken) -> Generator[None]:
+        """Tokens set within are a refresh of `sent`: stored only while the entry still holds
+        `sent`, never over tokens stored since nor into an entry forgotten since (a logout:
+        what it revoked must not come back); `refresh_dropped` then says so."""
+        self._refreshing, self.refresh_dropped = sent, False
+        try:
+            yield
+        finally:
+            self._refreshing = None
 
     def client_of(self, entry: OAuthEntry) -> OAuthClientInformationFull | None:
         """The client registration: the config's, else `entry`'s."""

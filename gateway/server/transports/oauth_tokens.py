@@ -414,7 +414,9 @@ class OAuthTokens:
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite number: JSON's NaN and Infinity (which `json` reads) would be a time never
+    past nor to come, a token in force for ever."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _in_force(claims: Mapping[str, Any], now: float, leeway: float) -> None:
