@@ -32,6 +32,7 @@ from .common import (
     trace_hooks,
     user_path,
 )
+from .give_back_memory import give_back_memory, trimmer
 from .log_lines import timed
 from .origin import origin_of
 from .signals import SIGNALS, on_signal
@@ -100,7 +101,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..server import build_server, http_options, serve_http, serve_stdio
     from ..server.served.run_handles import RUN_TOOLS
     from ..server.server import reachable_at
-    from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
+    from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE, Drains
     from ..server.transports.http import MCP_PATH
 
     given = config_of(args, default_agent=False)
@@ -181,14 +182,18 @@ async def _serve(args: argparse.Namespace) -> int:
             on_signal(runs.hand_over) if runs is not None else nullcontext(),
             on_signal(draining),
         ):
-            try:
-                if options is None:
-                    limit = config.gateway.max_request_bytes
-                    await serve_stdio(server, max_message_bytes=limit, stop=stop)
-                else:
-                    await serve_http(server, options, on_ready=ready, stop=stop, sock=sock)
-            finally:
-                stopped.set()
+            async with anyio.create_task_group() as tasks:
+                if (trim := trimmer()) is not None and isinstance(server, Drains):
+                    tasks.start_soon(give_back_memory, server.calls_in_flight, trim)
+                try:
+                    if options is None:
+                        limit = config.gateway.max_request_bytes
+                        await serve_stdio(server, max_message_bytes=limit, stop=stop)
+                    else:
+                        await serve_http(server, options, on_ready=ready, stop=stop, sock=sock)
+                finally:
+                    stopped.set()
+                    tasks.cancel_scope.cancel()
     return 0
 
 
