@@ -37,7 +37,7 @@ def trimmer() -> Callable[[], object] | None:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018  (glibc's alone: musl has malloc_trim too)
         trim = libc.malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows has no CDLL(None)
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
