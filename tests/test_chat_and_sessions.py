@@ -917,14 +917,18 @@ def test_sessions_look_into_a_redis_store_named_on_the_command_line(
 def test_sessions_looking_into_a_postgres_store_not_made_makes_nothing(
     postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`sessions list|show --store postgresql://.../typo` made the database and the memory's
-    tables, then listed none: a typo quietly made an empty store."""
+    """`sessions list|show|delete|prune --store postgresql://.../typo` made the database and
+    the memory's tables, then listed none: a typo quietly made an empty store."""
     database = f"looked_{uuid.uuid4().hex[:12]}"
     url = f"{postgres_url.rsplit('/', 1)[0]}/{database}"
     assert main(["sessions", "list", "--store", url, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert main(["sessions", "show", "x", "--store", url]) == 2
     assert f"error: no session 'x' in {url}" in capsys.readouterr().err
+    assert main(["sessions", "delete", "x", "--store", url]) == 2
+    assert f"error: no session 'x' in {url}" in capsys.readouterr().err
+    assert main(["sessions", "prune", "--older-than", "1", "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deleted"] == 0
 
     async def databases() -> list[str]:
         async with await psycopg.AsyncConnection.connect(postgres_url) as admin:

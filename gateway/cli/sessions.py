@@ -149,9 +149,10 @@ async def _sessions(args: argparse.Namespace) -> int:
     if isinstance(store, SQLiteStore) and args.action in ("list", "show"):
         # Looking writes nothing: a backup, another user's store, a read-only directory.
         store = stores[url] = SQLiteStore(store.path, read_only=True)
-    if isinstance(store, PostgresStore) and args.action in ("list", "show"):
-        # Nor does it make the database or the tables: a mistyped name made an empty one.
-        store = stores[url] = PostgresStore(url, read_only=True)
+    if isinstance(store, PostgresStore):
+        # Nor does any command make the database or the tables: a mistyped name made an empty
+        # one (deleting from, or pruning, a store not made deletes nothing).
+        store = stores[url] = PostgresStore(url, make=False)
     where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
