@@ -13,6 +13,7 @@ psycopg is a dependency of the package (the run store's driver too).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -82,6 +83,18 @@ _UNMADE = (psycopg.errors.InvalidCatalogName, psycopg.errors.UndefinedTable)
 """What reading a database or tables not made yet raises."""
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_CANCEL_NOTICES = ("query cancellation interrupted", "query not terminated after cancellation")
+"""psycopg's warnings when `answer_wait` cancels a query of a server that does not answer:
+its own cancel request is cut short too (or unanswered) and it closes the connection, which
+`_run` drops and reports in its error. A second line on stderr tells the user nothing more."""
+
+
+def _not_a_cancel_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_CANCEL_NOTICES)
+
+
+logging.getLogger("psycopg").addFilter(_not_a_cancel_notice)
 
 
 class _Made:
