@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 
 import anyio
 from rich.cells import cell_len
@@ -211,7 +212,12 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
         owner = session_owner(info.session_id)
         whose = f"  of {owner}" if owner is not None else ""
         # Padded to its cells, not its characters: a wide (CJK) id keeps the columns in line.
-        shown = info.session_id + " " * (32 - cell_len(info.session_id))
+        # One kept before such ids were refused shows its invisible characters written out.
+        seen = "".join(
+            f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cf", "Zl", "Zp") else c
+            for c in info.session_id
+        )
+        shown = seen + " " * (32 - cell_len(seen))
         line = f"{shown} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}"
         print(printable(line), file=result_stdout())
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
