@@ -456,13 +456,9 @@ class ToolsAgent:
         try:
             await self._remember(item, index, list(turn.messages))
         except AgentError as exc:
+            unsaved = turn if handoff is None else None
             return _Outcome(
-                steps,
-                usage=usage,
-                called_model=called_model,
-                interrupted=exc,
-                handoff=handoff,
-                unsaved=turn if handoff is None else None,
+                steps, usage, called_model, interrupted=exc, handoff=handoff, unsaved=unsaved
             )
         return _Outcome(steps, usage=usage, called_model=called_model, result=turn.result)
 
@@ -530,13 +526,18 @@ class ToolsAgent:
             if self.on_warning is not None:
                 await self.on_warning(index, message)
 
-        model = self.summary_model or self.model
-        return await session_history(self.memory, item.session_id, model, window=window, warn=warn)
+        model, own = self.summary_model or self.model, self._key(index)
+        return await session_history(
+            self.memory, item.session_id, model, window=window, warn=warn, without=own
+        )
+
+    def _key(self, index: int) -> str | None:  # the item's turn's, one per run and item
+        return f"{self.run_id}:{index}" if self.run_id else None
 
     async def _remember(self, item: AgentItem, index: int, turn: list[ChatMessage]) -> None:
         if self.memory is None or item.session_id is None:
             return
-        key = f"{self.run_id}:{index}" if self.run_id else uuid.uuid4().hex
+        key = self._key(index) or uuid.uuid4().hex
         messages = [UserMessage(content=item.prompt), *turn]
         await save_turn(self.memory, item.session_id, key, messages)
 

@@ -93,8 +93,9 @@ class ChatMemory(Protocol):
     Implementations raise `agent.errors.MemoryStoreError` when their storage fails.
     """
 
-    async def load(self, session_id: str) -> History:
-        """The history to put between the system message and the new question."""
+    async def load(self, session_id: str, *, without: str | None = None) -> History:
+        """The history to put between the system message and the new question; without the
+        turn saved under key `without` (the question's own, when it is asked again)."""
         ...
 
     async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:

@@ -100,6 +100,22 @@ async def test_a_turn_with_tool_calls_comes_back_as_its_real_messages() -> None:
     assert [sent[4].content, sent[5].content] == ["It is 42.", "What did I ask?"]
 
 
+async def test_a_step_made_again_after_its_turn_was_saved_reads_the_history_before_it() -> None:
+    """A run that crashed after its turn was saved, before its progress was stored, resumed
+    from the step before: its model read the session with that turn in it, its own question
+    and answer before the same question again. A run's own turn (`run_id:index`) stays out
+    of its history."""
+    memory = SessionMemory(InProcessStore())
+    earlier = ToolsAgent(model=ScriptedModel(["Earlier."]), memory=memory)
+    await run_to_end(earlier, [AgentItem(prompt="before", session_id="s")])
+    items = [AgentItem(prompt="one", session_id="s")]
+    await run_to_end(ToolsAgent(model=ScriptedModel(["First."]), memory=memory, run_id="r1"), items)
+    again = ScriptedModel(["First again."])
+    await run_to_end(ToolsAgent(model=again, memory=memory, run_id="r1"), items)
+    assert [m.content for m in again.calls[0][0][1:]] == ["before", "Earlier.", "one"]
+    assert [t.key for t in await memory.store.turns("s")][1:] == ["r1:0"]  # stored once
+
+
 class ImpatientSQLiteStore(SQLiteStore):
     """A SQLite store that waits for no other process's lock (SQLite's own wait is 30 s)."""
 
