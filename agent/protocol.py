@@ -30,20 +30,22 @@ __all__ = [
     "ItemErrorCode",
     "ItemResult",
     "ToolCallStep",
+    "UnsavedTurn",
     "metadata_version",
 ]
 
-METADATA_VERSION = 6
+METADATA_VERSION = 7
 """The newest metadata version, which this agent writes when it must; it resumes the older
 ones too. Version 2 adds media to steps (`ToolCallStep.media`), version 3 an argument the
 routing field displaced (`Action.displaced`), version 4 an item answered by a handoff
 (`ItemResult.handoff`), version 5 a failed call (`ToolCallStep.is_error`) or an item
 answered by a handoff whose turn is not saved yet (`AgentRequestMetadata.handed_off`),
-version 6 an item that failed for a cause named by code (`ItemResult.error_code`): a run
+version 6 an item that failed for a cause named by code (`ItemResult.error_code`), version 7
+an item answered whose turn is not saved yet (`AgentRequestMetadata.unsaved`): a run
 is of a newer version only while it holds such a thing, so an older agent refuses such a run
 with its own clear message, and still resumes every other run this one stored."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
-Version = Literal[1, 2, 3, 4, 5, 6]
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+Version = Literal[1, 2, 3, 4, 5, 6, 7]
 
 ItemErrorCode = Literal["context_length_exceeded"]
 """Why an item failed, for a front that tells its clients by code (OpenAI's words):
@@ -199,17 +201,27 @@ class ItemResult(_Model):
         return [step.model_copy(update={"media": ()}) if step.media else step for step in steps]
 
 
+class UnsavedTurn(_Model):
+    """An item the model answered whose turn its session did not (or may not) keep: what the
+    resumed step saves, under the same key, before ending the item with `result`."""
+
+    messages: list[ChatMessage]
+    """The turn after its question: the calls made and the answer."""
+    result: ItemResult
+
+
 def metadata_version(
     previous_steps: Mapping[int, Sequence[ToolCallStep]],
     actions: Sequence[Action] = (),
     finished: Mapping[int, ItemResult] | None = None,
     handed_off: Mapping[int, str] | None = None,
+    unsaved: Mapping[int, UnsavedTurn] | None = None,
 ) -> Version:
-    """The version metadata with these steps, beside these actions, finished items and
-    handoffs that answered, is written as: the oldest that can hold them (an older agent
-    would call a tool without the displaced argument, refuse an item result that names a
-    handoff, a failed step or an error's code, or ask the lead's model again for an item a
-    handoff answered)."""
+    """The version metadata with these steps, beside these actions, finished items,
+    handoffs that answered and answers not saved, is written as: the oldest that can hold
+    them (an older agent would call a tool without the displaced argument, refuse an item
+    result that names a handoff, a failed step or an error's code, or ask the model again
+    for an item a handoff or the model answered)."""
     every_step = [
         step
         for steps in (
@@ -218,6 +230,8 @@ def metadata_version(
         )
         for step in steps
     ]
+    if unsaved:
+        return 7
     if finished and any(result.error_code is not None for result in finished.values()):
         return 6
     if handed_off or any(step.is_error for step in every_step):
@@ -236,7 +250,7 @@ class AgentRequestMetadata(_Model):
 
     version: Version = 1
     """1 unless a step carries media or failed, an action a displaced argument, an item result
-    a handoff or an error's code, or `handed_off` an item (`metadata_version`)."""
+    a handoff or an error's code, or `handed_off` or `unsaved` an item (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""
@@ -257,6 +271,13 @@ class AgentRequestMetadata(_Model):
     """Per item answered by a handoff whose turn failed to save, the handoff's call id (its
     step holds the answer): the resumed step saves the turn and ends the item with that
     answer, asking no model. Written only when set."""
+    unsaved: dict[int, UnsavedTurn] = Field(
+        default_factory=dict[int, UnsavedTurn], exclude_if=lambda v: not v
+    )
+    """Per item the model answered whose turn failed (or may have failed) to save: the
+    resumed step saves it under the same key and ends the item with its answer, asking no
+    model (a paid call, and one whose history may hold the turn already). Written only
+    when set."""
     usage: Usage = Usage()
 
     @model_validator(mode="before")

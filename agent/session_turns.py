@@ -25,14 +25,16 @@ async def session_history(
     *,
     window: int | None,
     warn: Warn,
+    without: str | None = None,
 ) -> tuple[list[ChatMessage], Usage]:
     """The session's history, summarising first what fell out of its window (`model` writes
-    the summary; `window` is the context window it is known to have, if any).
+    the summary; `window` is the context window it is known to have, if any), without the
+    turn saved under key `without` (the turn being asked, when its step is made again).
 
     The summary is an optimisation: when the model fails to write it, or the store to keep
     it, the turn goes on with the window alone (a warning says so) and the next turn asks
     again."""
-    history = await memory.load(session_id)
+    history = await memory.load(session_id, without=without)
     if not history.to_summarise:
         return list(history.messages), Usage()
     room = SUMMARY_INPUT_TOKENS
@@ -64,7 +66,7 @@ async def session_history(
             f"covers the turns after them (through turn {history.through}); they stay "
             "stored (`sessions show`)."
         )
-    return list((await memory.load(session_id)).messages), usage
+    return list((await memory.load(session_id, without=without)).messages), usage
 
 
 def _left_out(history: History, room: int) -> range:

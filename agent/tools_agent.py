@@ -72,6 +72,7 @@ from .protocol import (
     EngineResponse,
     ItemResult,
     ToolCallStep,
+    UnsavedTurn,
     metadata_version,
 )
 from .resume_check import items_digest, resumed_state
@@ -171,6 +172,7 @@ class ToolsAgent:
         previous_steps: dict[int, list[ToolCallStep]] = {}
         pending: dict[int, AssistantMessage] = {}
         handed: dict[int, str] = {}
+        unsaved: dict[int, UnsavedTurn] = {}
         actions: list[Action] = []
         failures: list[AgentError] = []
         failed_item: int | None = None
@@ -193,6 +195,8 @@ class ToolsAgent:
                 previous_steps[index] = outcome.steps
                 if outcome.handoff is not None:  # answered: the resumed step saves the turn
                     handed[index] = outcome.handoff.call_id
+                if outcome.unsaved is not None:
+                    unsaved[index] = outcome.unsaved
             else:
                 assert outcome.answer is not None
                 previous_steps[index] = outcome.steps
@@ -209,7 +213,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
-            version=metadata_version(previous_steps, actions, finished, handed),
+            version=metadata_version(previous_steps, actions, finished, handed, unsaved),
             items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
@@ -218,6 +222,7 @@ class ToolsAgent:
             invalid_answers=invalid_answers,
             finished_items=finished,
             handed_off=handed,
+            unsaved=unsaved,
             usage=usage,
         )
         if failures and len(finished) < len(items):
@@ -268,6 +273,9 @@ class ToolsAgent:
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
         steps, options = build_steps(response, index), self.options
+        unsaved = state.unsaved.get(index)
+        if unsaved is not None:  # answered before its save failed: only the save is retried
+            return await self._save(item, index, steps, unsaved, Usage(), called_model=False)
         handoff = handed_off(response, index, steps, self._by_name, options.output)
         if handoff is not None:  # the item's answer came: no model call
             answer = AssistantMessage(content=handoff.output)
@@ -417,17 +425,6 @@ class ToolsAgent:
             text = json.dumps(structured, ensure_ascii=False)
             if answer.tool_calls:  # answered by `final_result`: the turn ends in the answer itself
                 final = AssistantMessage(content=text, usage=answer.usage)
-        try:
-            if text.strip():
-                # Text only: the media were for this turn's calls, and would weigh on every
-                # later turn of the session (and on its stored rows).
-                kept = steps if handoff is None else kept_of_turn(steps, handoff)
-                turn = [*scratchpad_messages(kept, media=False), final]
-                await self._remember(item, index, turn)
-        except AgentError as exc:
-            return _Outcome(
-                steps, usage=usage, called_model=handoff is None, interrupted=exc, handoff=handoff
-            )
         keep = steps if self.options.return_intermediate_steps else None
         result = ItemResult(
             output=text,
@@ -435,7 +432,35 @@ class ToolsAgent:
             steps=keep,
             handoff=handoff.tool if handoff is not None else None,
         )
-        return _Outcome(steps, usage=usage, called_model=handoff is None, result=result)
+        if not text.strip():
+            return _Outcome(steps, usage=usage, called_model=handoff is None, result=result)
+        # Text only: the media were for this turn's calls, and would weigh on every later
+        # turn of the session (and on its stored rows).
+        kept = steps if handoff is None else kept_of_turn(steps, handoff)
+        turn = UnsavedTurn(messages=[*scratchpad_messages(kept, media=False), final], result=result)
+        return await self._save(item, index, steps, turn, usage, handoff is None, handoff)
+
+    async def _save(
+        self,
+        item: AgentItem,
+        index: int,
+        steps: list[ToolCallStep],
+        turn: UnsavedTurn,
+        usage: Usage,
+        called_model: bool,
+        handoff: Handoff | None = None,
+    ) -> _Outcome:
+        """The item ends with `turn`'s answer once its session keeps the turn. A save that
+        fails keeps the answer in the run's progress (a handoff's, by its call's id), so a
+        resumed step saves it again under the same key, asking no model."""
+        try:
+            await self._remember(item, index, list(turn.messages))
+        except AgentError as exc:
+            unsaved = turn if handoff is None else None
+            return _Outcome(
+                steps, usage, called_model, interrupted=exc, handoff=handoff, unsaved=unsaved
+            )
+        return _Outcome(steps, usage=usage, called_model=called_model, result=turn.result)
 
     def _offered(self) -> Sequence[ToolDefinition]:
         output = self._final_result
@@ -501,13 +526,18 @@ class ToolsAgent:
             if self.on_warning is not None:
                 await self.on_warning(index, message)
 
-        model = self.summary_model or self.model
-        return await session_history(self.memory, item.session_id, model, window=window, warn=warn)
+        model, own = self.summary_model or self.model, self._key(index)
+        return await session_history(
+            self.memory, item.session_id, model, window=window, warn=warn, without=own
+        )
+
+    def _key(self, index: int) -> str | None:  # the item's turn's, one per run and item
+        return f"{self.run_id}:{index}" if self.run_id else None
 
     async def _remember(self, item: AgentItem, index: int, turn: list[ChatMessage]) -> None:
         if self.memory is None or item.session_id is None:
             return
-        key = f"{self.run_id}:{index}" if self.run_id else uuid.uuid4().hex
+        key = self._key(index) or uuid.uuid4().hex
         messages = [UserMessage(content=item.prompt), *turn]
         await save_turn(self.memory, item.session_id, key, messages)
 
@@ -565,3 +595,5 @@ class _Outcome:
     invalid_answer: bool = False
     handoff: Handoff | None = None
     """The handoff that answered an item whose turn then failed to save (`interrupted`)."""
+    unsaved: UnsavedTurn | None = None
+    """The model's answer to an item whose turn then failed to save (`interrupted`)."""

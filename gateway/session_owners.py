@@ -86,8 +86,8 @@ class OwnedMemory:
             raise MemoryStoreError(f"bad session id {session_id[:40]!r}: {problem}")
         return owned_session(self.owner, session_id)
 
-    async def load(self, session_id: str) -> History:
-        return await self.memory.load(self._key(session_id))
+    async def load(self, session_id: str, *, without: str | None = None) -> History:
+        return await self.memory.load(self._key(session_id), without=without)
 
     async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:
         await self.memory.save(self._key(session_id), key, turn)

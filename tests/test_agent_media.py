@@ -191,6 +191,6 @@ def test_media_count_towards_the_context_window_estimate() -> None:
 
 def test_metadata_of_unknown_versions_is_still_refused() -> None:
     with pytest.raises(
-        ValueError, match="version 7; this agent resumes versions 1, 2, 3, 4, 5 and 6 only"
+        ValueError, match="version 8; this agent resumes versions 1, 2, 3, 4, 5, 6 and 7 only"
     ):
-        AgentRequestMetadata.model_validate({"version": 7})
+        AgentRequestMetadata.model_validate({"version": 8})

@@ -171,7 +171,7 @@ async def test_a_result_from_another_tool_than_the_call_named_is_refused() -> No
         await agent.step(ITEM, EngineResponse(action_responses=done, metadata=request.metadata))
 
 
-@pytest.mark.parametrize("version", [0, 7])
+@pytest.mark.parametrize("version", [0, 8])
 async def test_metadata_of_another_version_is_refused_and_says_both_versions(
     version: int,
 ) -> None:
@@ -189,10 +189,11 @@ async def test_metadata_of_another_version_is_refused_and_says_both_versions(
     assert isinstance(cause, StateError)
     assert str(cause) == (
         f"the agent metadata is version {version}; this agent resumes versions 1, 2, 3, "
-        "4, 5 and 6 only: finish or restart the run with the version that began it"
+        "4, 5, 6 and 7 only: finish or restart the run with the version that began it"
     )
     with pytest.raises(
-        ValidationError, match=f"version {version}; this agent resumes versions 1, 2, 3, 4, 5 and 6"
+        ValidationError,
+        match=f"version {version}; this agent resumes versions 1, 2, 3, 4, 5, 6 and 7",
     ):
         AgentRequestMetadata.model_validate_json(f'{{"version": {version}}}')
 

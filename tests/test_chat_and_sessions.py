@@ -349,6 +349,24 @@ def test_sessions_show_a_models_escapes_as_text_and_line_up_wide_ids(
     assert len({cell_len(row[: row.index(" 1 turn")]) for row in rows}) == 1
 
 
+def test_a_session_id_kept_before_invisible_characters_were_refused_is_listed_written_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`a\u200bb` was listed as `ab`, beside a real `ab`: two sessions that looked alike."""
+    file = tmp_path / "old.sqlite3"
+
+    async def keep() -> None:
+        store = SQLiteStore(file)  # the store itself, as an older gateway kept them
+        for session_id in ("ab", "a\u200bb", "a\u2028b", "x\ufeff"):
+            await store.append(session_id, "k", [UserMessage(content="hi")], [1])
+        await store.aclose()
+
+    anyio.run(keep)
+    assert main(["sessions", "list", "--store", f"sqlite:///{file}"]) == 0
+    listed = sorted(row.split(" ")[0] for row in capsys.readouterr().out.splitlines())
+    assert listed == ["a\\u200bb", "a\\u2028b", "ab", "x\\ufeff"]
+
+
 def test_sessions_kept_in_a_named_store_are_found_there(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -917,14 +935,18 @@ def test_sessions_look_into_a_redis_store_named_on_the_command_line(
 def test_sessions_looking_into_a_postgres_store_not_made_makes_nothing(
     postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`sessions list|show --store postgresql://.../typo` made the database and the memory's
-    tables, then listed none: a typo quietly made an empty store."""
+    """`sessions list|show|delete|prune --store postgresql://.../typo` made the database and
+    the memory's tables, then listed none: a typo quietly made an empty store."""
     database = f"looked_{uuid.uuid4().hex[:12]}"
     url = f"{postgres_url.rsplit('/', 1)[0]}/{database}"
     assert main(["sessions", "list", "--store", url, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert main(["sessions", "show", "x", "--store", url]) == 2
     assert f"error: no session 'x' in {url}" in capsys.readouterr().err
+    assert main(["sessions", "delete", "x", "--store", url]) == 2
+    assert f"error: no session 'x' in {url}" in capsys.readouterr().err
+    assert main(["sessions", "prune", "--older-than", "1", "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deleted"] == 0
 
     async def databases() -> list[str]:
         async with await psycopg.AsyncConnection.connect(postgres_url) as admin:

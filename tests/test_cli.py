@@ -720,6 +720,15 @@ def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
         ("a\nb", "a session id has no control characters"),
         ("\x7f\u200b", "a session id has no control characters"),  # DEL and C1 were taken
         ("a\u2028b\x85c", "a session id has no control characters"),
+        # Taken and listed as they are, so `ab` and `a\u200bb` looked alike
+        ("a\u200bb", "a session id has no invisible format characters or line separators (U+200B)"),
+        ("a\ufeffb", "a session id has no invisible format characters or line separators (U+FEFF)"),
+        (
+            "x\u202eevil",
+            "a session id has no invisible format characters or line separators (U+202E)",
+        ),
+        ("a\u2028b", "a session id has no invisible format characters or line separators (U+2028)"),
+        ("a\u2029b", "a session id has no invisible format characters or line separators (U+2029)"),
     ):
         for command in (
             [*run, "--session", bad],

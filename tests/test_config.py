@@ -703,10 +703,12 @@ def test_a_store_shared_by_agents_keeps_sessions_as_long_as_the_longest_asks() -
     assert stores_keep_days(None, {"a": None}) == {}
 
 
-def test_one_store_spelled_two_ways_is_one_store(tmp_path: Path) -> None:
-    """Agent `b` named agent `a`'s database as `localhost` where `a` said `127.0.0.1`:
-    `a`'s keep_days deleted `b`'s sessions, kept for ever; on a SQLite file spelled with
-    `//`, turns on one session did not take turns."""
+def test_one_store_spelled_two_ways_is_one_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agent `b` named agent `a`'s database as `localhost` (or by its Unix socket) where `a`
+    said `127.0.0.1`: `a`'s keep_days deleted `b`'s sessions, kept for ever; on a SQLite file
+    spelled with `//`, turns on one session did not take turns."""
     pg = "postgresql://gw:secret@127.0.0.1:5432/gw"
     short = MemoryConfig(url=pg, keep_days=1)
     forever = MemoryConfig(url="postgres://gw@localhost/gw")
@@ -714,6 +716,16 @@ def test_one_store_spelled_two_ways_is_one_store(tmp_path: Path) -> None:
     other_user = MemoryConfig(url="postgresql://reader@localhost/gw", keep_days=2)
     assert stores_keep_days(None, {"a": short, "b": other_user}) == {pg: 2}
     assert stores_keep_days(None, {"a": short, "c": MemoryConfig(url=f"{pg}x")}) == {pg: 1}
+    # Its Unix socket is the same local server (libpq's default socket, with no host, too).
+    monkeypatch.delenv("PGHOST", raising=False)
+    for socket in (
+        "postgresql://gw@%2Frun%2Fpostgresql:5432/gw",
+        "postgresql:///gw?host=/run/postgresql&user=gw",
+        "postgresql:///gw?user=gw",
+    ):
+        assert stores_keep_days(None, {"a": short, "b": MemoryConfig(url=socket)}) == {}, socket
+    on_other_port = MemoryConfig(url="postgresql://gw@%2Frun%2Fpostgresql:5433/gw")
+    assert stores_keep_days(None, {"a": short, "b": on_other_port}) == {pg: 1}
     redis = MemoryConfig(url="redis://127.0.0.1:6379/0", keep_days=1)
     assert stores_keep_days(None, {"a": redis, "b": MemoryConfig(url="redis://localhost")}) == {}
 

@@ -93,8 +93,9 @@ class ChatMemory(Protocol):
     Implementations raise `agent.errors.MemoryStoreError` when their storage fails.
     """
 
-    async def load(self, session_id: str) -> History:
-        """The history to put between the system message and the new question."""
+    async def load(self, session_id: str, *, without: str | None = None) -> History:
+        """The history to put between the system message and the new question; without the
+        turn saved under key `without` (the question's own, when it is asked again)."""
         ...
 
     async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:
@@ -170,4 +171,17 @@ def session_key_error(session_id: str) -> str | None:
         return "a session id has 1 to 256 characters"
     if any(unicodedata.category(c) == "Cc" for c in session_id):  # C0, DEL and C1
         return "a session id has no control characters"
+    # Invisible (U+200B, U+FEFF), reordering (U+202E) or breaking the line (U+2028): two ids
+    # that look alike in a listing, or one that cannot be typed to delete it.
+    unseen = next((c for c in session_id if unicodedata.category(c) in _UNSEEN), None)
+    if unseen is not None:
+        return (
+            "a session id has no invisible format characters or line separators "
+            f"(U+{ord(unseen):04X})"
+        )
     return None
+
+
+_UNSEEN = frozenset({"Cf", "Zl", "Zp"})
+"""Unicode categories of characters a session id never has: format, line and paragraph
+separators."""

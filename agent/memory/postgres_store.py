@@ -2,8 +2,9 @@
 
 The same tables as the SQLite store (`memory_turns`, `memory_messages` with each message as
 `json`, `memory_summaries`), created on first use, and the database too if it does not exist
-(as the run store does); a store opened `read_only` makes neither, and reads none where
-they are not. Appends to one session are serialised by a transaction-scoped advisory lock, so
+(as the run store does); a store opened with `make=False` makes neither (`sessions`
+commands: a mistyped name made an empty database): where they are not, it reads nothing and
+deletes nothing. Appends to one session are serialised by a transaction-scoped advisory lock, so
 concurrent writers get consecutive turn numbers. A connection the server ended (a restart) is
 replaced at its next use, which runs once more; a server that does not answer (stopped, a
 network that drops everything) fails the use after `answer_wait` seconds.
@@ -12,6 +13,7 @@ psycopg is a dependency of the package (the run store's driver too).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -82,23 +84,33 @@ _UNMADE = (psycopg.errors.InvalidCatalogName, psycopg.errors.UndefinedTable)
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
+_CANCEL_NOTICES = ("query cancellation interrupted", "query not terminated after cancellation")
+"""psycopg's warnings when `answer_wait` cancels a query of a server that does not answer:
+its own cancel request is cut short too (or unanswered) and it closes the connection, which
+`_run` drops and reports in its error. A second line on stderr tells the user nothing more."""
+
+
+def _not_a_cancel_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_CANCEL_NOTICES)
+
+
+logging.getLogger("psycopg").addFilter(_not_a_cancel_notice)
+
 
 class _Made:
     """`_run`'s `absent` when none is given: the store must be made for `work`."""
 
 
 class _NotMade(psycopg.OperationalError):
-    """The database a store `read_only` names does not exist."""
+    """The database a store that makes nothing (`make=False`) names does not exist."""
 
 
 class PostgresStore:
     """A `SessionStore` in the PostgreSQL database at `url` (`postgresql://user@host/db`)."""
 
-    def __init__(
-        self, url: str, *, read_only: bool = False, answer_wait: float = ANSWER_WAIT
-    ) -> None:
+    def __init__(self, url: str, *, make: bool = True, answer_wait: float = ANSWER_WAIT) -> None:
         self._url = url
-        self.read_only = read_only
+        self.make = make
         self._answer_wait = answer_wait
         self._connection: Connection | None = None
         self._lock = anyio.Lock()
@@ -223,7 +235,7 @@ class PostgresStore:
                 )
                 return cursor.rowcount > 0
 
-        return await self._run(delete, writes=True)
+        return await self._run(delete, writes=True, absent=False)
 
     async def prune(self, before: float) -> int:
         async def prune(db: Connection) -> int:
@@ -239,7 +251,7 @@ class PostgresStore:
                     )
                 return int(row[0]) if row else 0
 
-        return await self._run(prune, writes=True)
+        return await self._run(prune, writes=True, absent=0)
 
     async def aclose(self) -> None:
         async with self._lock:
@@ -255,8 +267,8 @@ class PostgresStore:
         writes: bool = False,
         absent: T | type[_Made] = _Made,
     ) -> T:
-        """`work` on the store's connection, one at a time; `absent` for a read of a store
-        `read_only` that is not made yet.
+        """`work` on the store's connection, one at a time; `absent` for a use of a store
+        that makes nothing (`make=False`) and is not made yet.
 
         A kept connection the server ended since its last use (a restart, an administrator's
         `pg_terminate_backend`) fails only at that use: `work` runs once more on a new one.
@@ -285,7 +297,7 @@ class PostgresStore:
                 raise MemoryStoreError(said) from exc
             except psycopg.Error as exc:
                 unmade = isinstance(exc, (_NotMade, *_UNMADE))
-                if self.read_only and unmade and absent is not _Made:
+                if not self.make and unmade and absent is not _Made:
                     return cast(T, absent)
                 raise MemoryStoreError(f"{where}: {driver_said(self._url, exc)}") from exc
 
@@ -307,7 +319,7 @@ class PostgresStore:
             raise
 
     async def _connect(self) -> Connection:
-        if self.read_only:  # looking makes nothing: no database, no tables
+        if not self.make:  # no database, no tables: a typo's would be made empty
             try:
                 return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
             except psycopg.OperationalError as exc:

@@ -59,7 +59,7 @@ class SessionMemory:
             f"summarise={self.summarise})"
         )
 
-    async def load(self, session_id: str) -> History:
+    async def load(self, session_id: str, *, without: str | None = None) -> History:
         _check(session_id)
         summary = await self.store.summary(session_id)
         after = summary.through if summary else 0
@@ -70,6 +70,9 @@ class SessionMemory:
             if budget is not None:
                 budget = max(0, budget - summary.tokens)
         turns = await self._newest(session_id, after, budget)
+        # A step made again after its turn was saved (a crash before the run was stored):
+        # the model reads the history as it was before its question, not its own answer.
+        turns = [turn for turn in turns if turn.key != without]
         window = select_window(turns, max_turns=self.turns, max_tokens=budget)
         history = History(
             messages=[*head, *for_history(window.messages)],

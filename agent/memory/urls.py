@@ -9,7 +9,9 @@ redis://host:6379/0              Redis (`rediss://` for TLS)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MemoryStoreError
@@ -57,7 +59,8 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "localhost.loca
 
 def store_identity(url: str, *, base: Path | None = None, users: bool = True) -> str:
     """What names the store `url` names, however it is spelled: its SQLite file's resolved
-    path; its server (this machine's loopback names as one), database and user (a user may
+    path; its server (this machine's loopback names as one, and for PostgreSQL its socket
+    too, which serves the same port), database and user (a user may
     see other tables, or keys: its own schema, an ACL), not the password; `url` itself
     otherwise. Two URLs of one identity are one store: one object, one set of session
     locks. Without `users`, the server and database alone: what may hold the same tables
@@ -77,7 +80,7 @@ def store_identity(url: str, *, base: Path | None = None, users: bool = True) ->
             info = conninfo_to_dict(url)
         except psycopg.ProgrammingError:  # a malformed one: its use will say why
             return url
-        host = _host(str(info.get("host") or ""))
+        host = _host(_pg_host(info))
         user = str(info.get("user") or "")
         database = str(info.get("dbname") or user)
         user = user if users else ""
@@ -94,6 +97,14 @@ def store_identity(url: str, *, base: Path | None = None, users: bool = True) ->
         user = (parts.username or "") if users else ""
         return f"redis://{user}@{_host(parts.hostname or '')}:{port}/{database}"
     return url
+
+
+def _pg_host(info: dict[str, Any]) -> str:
+    """The host libpq connects to; a Unix socket's directory (`host=/run/postgresql`, and an
+    empty host, libpq's default socket) as loopback: the server on this machine that listens
+    on that port, as `127.0.0.1` names it."""
+    host = str(info.get("host") or info.get("hostaddr") or os.environ.get("PGHOST") or "")
+    return "localhost" if not host or host.startswith(("/", "@")) else host
 
 
 def _host(host: str) -> str:

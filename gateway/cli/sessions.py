@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 
 import anyio
 from rich.cells import cell_len
@@ -149,9 +150,10 @@ async def _sessions(args: argparse.Namespace) -> int:
     if isinstance(store, SQLiteStore) and args.action in ("list", "show"):
         # Looking writes nothing: a backup, another user's store, a read-only directory.
         store = stores[url] = SQLiteStore(store.path, read_only=True)
-    if isinstance(store, PostgresStore) and args.action in ("list", "show"):
-        # Nor does it make the database or the tables: a mistyped name made an empty one.
-        store = stores[url] = PostgresStore(url, read_only=True)
+    if isinstance(store, PostgresStore):
+        # Nor does any command make the database or the tables: a mistyped name made an empty
+        # one (deleting from, or pruning, a store not made deletes nothing).
+        store = stores[url] = PostgresStore(url, make=False)
     where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
@@ -210,7 +212,12 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
         owner = session_owner(info.session_id)
         whose = f"  of {owner}" if owner is not None else ""
         # Padded to its cells, not its characters: a wide (CJK) id keeps the columns in line.
-        shown = info.session_id + " " * (32 - cell_len(info.session_id))
+        # One kept before such ids were refused shows its invisible characters written out.
+        seen = "".join(
+            f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cf", "Zl", "Zp") else c
+            for c in info.session_id
+        )
+        shown = seen + " " * (32 - cell_len(seen))
         line = f"{shown} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}"
         print(printable(line), file=result_stdout())
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none

@@ -100,6 +100,22 @@ async def test_a_turn_with_tool_calls_comes_back_as_its_real_messages() -> None:
     assert [sent[4].content, sent[5].content] == ["It is 42.", "What did I ask?"]
 
 
+async def test_a_step_made_again_after_its_turn_was_saved_reads_the_history_before_it() -> None:
+    """A run that crashed after its turn was saved, before its progress was stored, resumed
+    from the step before: its model read the session with that turn in it, its own question
+    and answer before the same question again. A run's own turn (`run_id:index`) stays out
+    of its history."""
+    memory = SessionMemory(InProcessStore())
+    earlier = ToolsAgent(model=ScriptedModel(["Earlier."]), memory=memory)
+    await run_to_end(earlier, [AgentItem(prompt="before", session_id="s")])
+    items = [AgentItem(prompt="one", session_id="s")]
+    await run_to_end(ToolsAgent(model=ScriptedModel(["First."]), memory=memory, run_id="r1"), items)
+    again = ScriptedModel(["First again."])
+    await run_to_end(ToolsAgent(model=again, memory=memory, run_id="r1"), items)
+    assert [m.content for m in again.calls[0][0][1:]] == ["before", "Earlier.", "one"]
+    assert [t.key for t in await memory.store.turns("s")][1:] == ["r1:0"]  # stored once
+
+
 class ImpatientSQLiteStore(SQLiteStore):
     """A SQLite store that waits for no other process's lock (SQLite's own wait is 30 s)."""
 
@@ -126,9 +142,18 @@ async def test_a_turn_the_store_cannot_save_says_the_answer_is_not_kept(tmp_path
         "neither its question nor its answer"
     )
     assert isinstance(caught.value.error, MemoryStoreError)
-    # Its model answered (a call made, counted against max_iterations); a retry asks again.
-    assert caught.value.progress.metadata.iterations == {0: 1}
+    # Its model answered (a call made, counted against max_iterations); its answer is kept
+    # in the run's progress, so resuming saves the turn without asking the model again.
+    progress = caught.value.progress.metadata
+    assert progress.iterations == {0: 1}
     assert len(await store.turns("s")) == 1
+    untouched = ScriptedModel([])  # any call raises: it has no answer to give
+    again = ToolsAgent(model=untouched, memory=SessionMemory(store))
+    items = [AgentItem(prompt="two", session_id="s")]
+    result = await again.step(items, EngineResponse(action_responses=[], metadata=progress))
+    assert isinstance(result, AgentResult)
+    assert (result.items[0].output, untouched.calls) == ("Second.", [])
+    assert [m.content for m in (await store.turns("s"))[1].messages] == ["two", "Second."]
     await store.aclose()
 
 
@@ -138,7 +163,10 @@ async def test_a_save_redis_did_not_answer_in_time_may_be_kept_and_is_kept_once(
     """Redis stalled (SIGSTOP) after the history was read: the save timed out and the error
     said the session kept neither question nor answer, yet Redis ran the queued script when
     it woke, and the client's retry stored the turn twice. The outcome is unknown: the save
-    is tried again by the turn's key, and the error says the turn may have been saved."""
+    is tried again by the turn's key, and the error says the turn may have been saved.
+    Resuming the run then saved it once but asked the model again, with the stored turn in
+    its history, and showed that second answer: now it saves the first answer again under
+    the same key and ends with it, asking no model."""
     prefix = f"test-{uuid.uuid4().hex}"
     store = RedisStore(f"{redis_url}?socket_timeout=0.3", prefix=prefix)
     admin = Redis.from_url(redis_url)  # pyright: ignore[reportUnknownMemberType]
@@ -175,10 +203,12 @@ async def test_a_save_redis_did_not_answer_in_time_may_be_kept_and_is_kept_once(
         while not await store.turns("s"):
             await anyio.lowlevel.checkpoint()
     # Resumed from its progress, as the run store does: the same key, stored once.
-    again = ToolsAgent(model=ScriptedModel(["First."]), memory=SessionMemory(store), run_id="r1")
+    untouched = ScriptedModel(["Asked again."])
+    again = ToolsAgent(model=untouched, memory=SessionMemory(store), run_id="r1")
     progress = caught.value.progress.metadata
     result = await again.step(items, EngineResponse(action_responses=[], metadata=progress))
     assert isinstance(result, AgentResult)
+    assert (result.items[0].output, untouched.calls) == ("First.", [])
     assert [t.key for t in await store.turns("s")] == ["r1:0"]
     assert [m.content for m in (await store.turns("s"))[0].messages] == ["one", "First."]
     await store.delete("s")

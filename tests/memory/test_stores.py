@@ -398,22 +398,27 @@ async def test_a_summary_with_a_nul_character_is_kept(store: SessionStore) -> No
 
 
 async def test_looking_into_a_postgres_store_not_made_makes_nothing(postgres_url: str) -> None:
-    """`sessions list|show` made the database a URL named (a typo too) and the tables."""
+    """`sessions list|show|delete|prune` made the database a URL named (a typo too) and the
+    tables."""
     server = postgres_url.rsplit("/", 1)[0]
     database = f"memory_{uuid.uuid4().hex[:12]}"
-    looked = PostgresStore(f"{server}/{database}", read_only=True)
+    looked = PostgresStore(f"{server}/{database}", make=False)
     assert await looked.sessions() == []
     assert await looked.turns("s") == []
     assert await looked.summary("s") is None
+    assert await looked.delete("s") is False
+    assert await looked.prune(time.time()) == 0
     await looked.aclose()
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
         found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
         assert await found.fetchone() is None
         await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     try:
-        looked = PostgresStore(f"{server}/{database}", read_only=True)
+        looked = PostgresStore(f"{server}/{database}", make=False)
         assert await looked.sessions() == []  # a database without the memory's tables
         assert await looked.turns("s") == []
+        assert await looked.delete("s") is False
+        assert await looked.prune(time.time()) == 0
         await looked.aclose()
         async with await psycopg.AsyncConnection.connect(f"{server}/{database}") as db:
             tables = await db.execute(
@@ -423,8 +428,10 @@ async def test_looking_into_a_postgres_store_not_made_makes_nothing(postgres_url
         made = PostgresStore(f"{server}/{database}")
         assert await made.append("s", "k1", turn(1), [1, 1])
         await made.aclose()
-        looked = PostgresStore(f"{server}/{database}", read_only=True)
+        looked = PostgresStore(f"{server}/{database}", make=False)
         assert [i.session_id for i in await looked.sessions()] == ["s"]
+        assert await looked.delete("s") is True  # where it is made, it deletes
+        assert await looked.sessions() == []
         await looked.aclose()
     finally:
         async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
@@ -445,10 +452,11 @@ def _freeze(cluster: PostgresCluster, sig: signal.Signals) -> None:
 
 
 async def test_a_postgres_server_that_stops_answering_fails_the_use_in_bounded_time(
-    pg_cluster: PostgresCluster,
+    pg_cluster: PostgresCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A frozen server hung the turn, and every session of the process behind its lock, with
-    no error and no end (Redis fails in 5 s)."""
+    no error and no end (Redis fails in 5 s). Its error comes alone: psycopg's own warning
+    that the cancelled query's cancel was interrupted was logged beside it."""
     url = pg_cluster.url.rsplit("/", 1)[0] + "/gw"
     store = PostgresStore(url, answer_wait=1)
     fresh = PostgresStore(url, answer_wait=1)
@@ -465,6 +473,7 @@ async def test_a_postgres_server_that_stops_answering_fails_the_use_in_bounded_t
                 await fresh.sessions()  # connecting, too
     finally:
         _freeze(pg_cluster, signal.SIGCONT)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
     with anyio.fail_after(20):  # back: it goes on, on a new connection
         assert await store.append("s", "k2", turn(2), [1, 1]) in (True, False)
         assert [t.key for t in await store.turns("s")] == ["k1", "k2"]
