@@ -141,9 +141,8 @@ async def test_a_replica_ended_mid_run_has_its_run_finished_by_the_other(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call_and_lose_it)
                 assert await anyio.to_thread.run_sync(model.holding.wait, 60)
-                [running] = [
-                    r for r in gateways.replicas if any("recorded tool" in x for x in r.lines)
-                ]
+                with anyio.fail_after(30):
+                    running = await gateways.saying("recorded tool")
                 [other] = [r for r in gateways.replicas if r is not running]
                 await (running.kill() if ended == "kill" else running.terminate())
                 with anyio.fail_after(60):
@@ -194,9 +193,8 @@ async def test_a_run_of_a_dead_replica_taken_on_another_config_is_said(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call_and_lose_it)
                 assert await anyio.to_thread.run_sync(model.holding.wait, 60)
-                [running] = [
-                    r for r in gateways.replicas if any("recorded tool" in x for x in r.lines)
-                ]
+                with anyio.fail_after(30):
+                    running = await gateways.saying("recorded tool")
                 [other] = [r for r in gateways.replicas if r is not running]
                 on_first = running is gateways.replicas[0]  # one replica on each, in order
                 await running.kill()
