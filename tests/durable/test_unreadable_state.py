@@ -98,7 +98,7 @@ MUTATIONS: dict[str, tuple[Callable[[State], object], str]] = {
     "a newer version's metadata": (
         lambda s: _metadata(s).update(version=99),
         "request.metadata: the agent metadata is version 99; this agent resumes versions 1, "
-        "2, 3, 4, 5 and 6 only: finish or restart the run with the version that began it",
+        "2, 3, 4, 5, 6 and 7 only: finish or restart the run with the version that began it",
     ),
     "a newer version's state": (lambda s: s.update(version=2), "version: Input should be 1"),
     "a damaged record": (
