@@ -18,13 +18,10 @@ async def create_database(url: str) -> bool | str:
     """Make the database `url` names: True if it is made now (here, or by another process
     meanwhile); False if it exists already, or the server could not be asked; else why the
     server refused, in its own words (credentials masked)."""
-    name = str(conninfo_to_dict(url).get("dbname") or "")
+    name = _name(url)
     try:
-        async with await psycopg.AsyncConnection.connect(
-            make_conninfo(url, dbname="postgres"), autocommit=True, connect_timeout=5
-        ) as admin:
-            found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-            if not name or await found.fetchone() is not None:
+        async with await _admin(url) as admin:
+            if not name or await _exists(admin, name):
                 return False
             await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     except psycopg.errors.DuplicateDatabase:
@@ -39,15 +36,28 @@ async def create_database(url: str) -> bool | str:
 async def database_missing(url: str) -> bool:
     """Whether the server says that the database `url` names does not exist (False when it
     cannot be asked): what a failed connection to it means, which libpq does not tell apart."""
-    name = str(conninfo_to_dict(url).get("dbname") or "")
+    name = _name(url)
     try:
-        async with await psycopg.AsyncConnection.connect(
-            make_conninfo(url, dbname="postgres"), autocommit=True, connect_timeout=5
-        ) as admin:
-            found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-            return bool(name) and await found.fetchone() is None
+        async with await _admin(url) as admin:
+            return bool(name) and not await _exists(admin, name)
     except psycopg.Error:
         return False
+
+
+def _name(url: str) -> str:
+    return str(conninfo_to_dict(url).get("dbname") or "")
+
+
+async def _admin(url: str) -> psycopg.AsyncConnection[tuple[object, ...]]:
+    """A connection to the server of `url` through its `postgres` database."""
+    return await psycopg.AsyncConnection.connect(
+        make_conninfo(url, dbname="postgres"), autocommit=True, connect_timeout=5
+    )
+
+
+async def _exists(admin: psycopg.AsyncConnection[tuple[object, ...]], name: str) -> bool:
+    found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+    return await found.fetchone() is not None
 
 
 def not_made(name: str, refused: str) -> str:
