@@ -7,7 +7,6 @@ import io
 import json
 import os
 import pty
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,59 +21,15 @@ from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, Decision
 from gateway.cli import main
 from gateway.cli.ask_here import SHOWN_INPUT, answer, question
 from gateway.console import open_console
+from tests.chat_terminal import (
+    EXECUTABLE,
+    REPO,
+    chat_on_pty,
+    gated_config,
+    session_messages,
+    tool_call,
+)
 from tests.screen import ANSI, Screen, Terminal
-
-EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _config(tmp_path: Path, answers: list[dict[str, object]], *, agents: str = "") -> Path:
-    """A config whose agent `assistant` has `write` (gated), which appends a line to a file,
-    and `wait` (not), which answers the line written to a named pipe; `agents` adds more."""
-    script = tmp_path / "answers.json"
-    script.write_text(json.dumps(answers))
-    config = tmp_path / "agent-gateway.toml"
-    config.write_text(
-        '[tools.write]\npython = "tests.sample_tools:append_line"\n'
-        '[tools.wait]\npython = "tests.sample_tools:released_by"\n'
-        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["write", "wait"]\n'
-        'require_approval = ["write"]\n' + agents
-    )
-    return config
-
-
-def _call(tool: str, path: Path, line: str, call_id: str) -> dict[str, object]:
-    return {"name": tool, "arguments": {"path": str(path), "line": line}, "id": call_id}
-
-
-def _chat(config: Path, *options: str, term: str = "dumb") -> tuple[subprocess.Popen[bytes], int]:
-    """`chat` on a pty (stdin and stderr; stdout piped): the process and the terminal's fd."""
-    assert EXECUTABLE is not None
-    primary, secondary = pty.openpty()
-    process = subprocess.Popen(
-        [EXECUTABLE, "chat", "--config", str(config), *options],
-        cwd=config.parent,
-        stdin=secondary,
-        stdout=subprocess.PIPE,
-        stderr=secondary,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": term},
-    )
-    os.close(secondary)
-    return process, primary
-
-
-def _session(config: Path, state: Path, session: str) -> list[dict[str, object]]:
-    """The messages chat memory keeps of `session`."""
-    assert EXECUTABLE is not None
-    shown = subprocess.run(
-        [EXECUTABLE, "sessions", "show", session, "--state-dir", str(state), "--json"],
-        cwd=config.parent,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    return [message for turn in json.loads(shown.stdout)["turns"] for message in turn["messages"]]
 
 
 @pytest.mark.integration
@@ -89,14 +44,14 @@ def test_chat_on_a_terminal_asks_about_a_gated_call_and_runs_it_or_tells_the_mod
     os.mkfifo(fifo)
     waits = {"name": "wait", "arguments": {"fifo": str(fifo)}, "id": "n1"}
     answers: list[dict[str, object]] = [
-        {"tool_calls": [_call("write", written, "one", "w1"), waits]},
+        {"tool_calls": [tool_call("write", written, "one", "w1"), waits]},
         {"content": "Written."},
-        {"tool_calls": [_call("write", written, "two", "w2")]},
+        {"tool_calls": [tool_call("write", written, "two", "w2")]},
         {"content": "Not written."},
     ]
-    config = _config(tmp_path, answers)
+    config = gated_config(tmp_path, answers)
     state = tmp_path / "state"
-    process, primary = _chat(config, "--session", "s1", "--state-dir", str(state))
+    process, primary = chat_on_pty(config, "--session", "s1", "--state-dir", str(state))
     terminal = Terminal(primary)
     with process:
         try:
@@ -128,7 +83,7 @@ def test_chat_on_a_terminal_asks_about_a_gated_call_and_runs_it_or_tells_the_mod
     assert (
         f"{question}\r\nallow it? [y/n, and a message for the model if you like] " in terminal.shown
     )
-    told = [m["content"] for m in _session(config, state, "s1") if m["role"] == "tool"]
+    told = [m["content"] for m in session_messages(config, state, "s1") if m["role"] == "tool"]
     assert told == [
         "appended 'one'\n\nThe user approved this call and said: only this once",
         "released",
@@ -151,13 +106,13 @@ def test_ctrl_c_at_the_question_cancels_the_answer_and_a_handoffs_call_names_its
     triage = tmp_path / "triage.json"
     triage.write_text(json.dumps([handoff, handoff]))
     answers: list[dict[str, object]] = [
-        {"tool_calls": [_call("write", written, "one", "w1")]},
-        {"tool_calls": [_call("write", written, "two", "w2")]},
+        {"tool_calls": [tool_call("write", written, "one", "w1")]},
+        {"tool_calls": [tool_call("write", written, "two", "w2")]},
         {"content": "Written."},
     ]
     triaging = f'[agents.triage]\nmodel = "scripted:{triage}"\nhandoffs = ["assistant"]\n'
-    config = _config(tmp_path, answers, agents=triaging)
-    process, primary = _chat(config, "--agent", "triage", "--session", "s2")
+    config = gated_config(tmp_path, answers, agents=triaging)
+    process, primary = chat_on_pty(config, "--agent", "triage", "--session", "s2")
     terminal = Terminal(primary)
     with process:
         try:
@@ -193,10 +148,10 @@ def test_piped_chat_refuses_a_gated_call_saying_what_would_ask_for_it(
     told to use a run store "not --no-store" (chat has neither): it is told what asks."""
     written = tmp_path / "written.txt"
     answers: list[dict[str, object]] = [
-        {"tool_calls": [_call("write", written, "one", "w1")]},
+        {"tool_calls": [tool_call("write", written, "one", "w1")]},
         {"content": "Not written."},
     ]
-    config = _config(tmp_path, answers)
+    config = gated_config(tmp_path, answers)
     state = tmp_path / "state"
     monkeypatch.setattr(sys, "stdin", io.StringIO("write one\n"))
     chat = ["chat", "--config", str(config), "--session", "p1", "--state-dir", str(state)]
@@ -223,10 +178,10 @@ def test_run_without_a_store_refuses_a_gated_call_saying_what_would_wait_for_it(
     told another (`NO_APPROVER_GIVEN`: no flags in Python)."""
     written = tmp_path / "written.txt"
     answers: list[dict[str, object]] = [
-        {"tool_calls": [_call("write", written, "one", "w1")]},
+        {"tool_calls": [tool_call("write", written, "one", "w1")]},
         {"content": "Not written."},
     ]
-    config = _config(tmp_path, answers)
+    config = gated_config(tmp_path, answers)
     run = ["run", "write one", "--config", str(config), "--no-store", "--json"]
     assert main(run) == 0
     steps = json.loads(capsys.readouterr().out)["steps"]
@@ -240,10 +195,10 @@ def test_call_of_an_agent_without_a_terminal_refuses_a_gated_call_saying_what_wo
 ) -> None:
     written = tmp_path / "written.txt"
     answers: list[dict[str, object]] = [
-        {"tool_calls": [_call("write", written, "one", "w1")]},
+        {"tool_calls": [tool_call("write", written, "one", "w1")]},
         {"content": "Not written."},
     ]
-    config = _config(tmp_path, answers)
+    config = gated_config(tmp_path, answers)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     args = json.dumps({"prompt": "write one"})
     assert main(["call", "assistant", "--args", args, "--config", str(config), "--json"]) == 0
@@ -261,10 +216,10 @@ def test_call_of_an_agent_without_a_terminal_refuses_a_gated_call_saying_what_wo
 def test_call_of_an_agent_on_a_terminal_asks_as_chat_does(tmp_path: Path) -> None:
     written = tmp_path / "written.txt"
     answers: list[dict[str, object]] = [
-        {"tool_calls": [_call("write", written, "one", "w1")]},
+        {"tool_calls": [tool_call("write", written, "one", "w1")]},
         {"content": "Not written."},
     ]
-    config = _config(tmp_path, answers)
+    config = gated_config(tmp_path, answers)
     assert EXECUTABLE is not None
     primary, secondary = pty.openpty()
     args = json.dumps({"prompt": "write one"})

@@ -90,11 +90,13 @@ class TerminalApprover:
     async def decide(self, request: ApprovalRequest) -> Decision:
         async with self._turn:
             with self._console.asking() as terminal:
-                _write(terminal, f"{question(request, terminal)}\nallow it? [{CHOICES}] ")
-                answered = False
+                self._lines.forget_typed_ahead()
+                _write(terminal, f"{question(request, terminal)}\n")
+                prompt, answered = f"allow it? [{CHOICES}] ", False
                 try:
                     while True:
-                        line = await self._lines.read()
+                        line = await self._lines.read(prompt)
+                        prompt = _AGAIN
                         if not line:  # Ctrl-D: no
                             _write(terminal, "\n")
                             answered = True
@@ -107,7 +109,6 @@ class TerminalApprover:
                         if decision is not None:
                             answered = True
                             return decision
-                        _write(terminal, _AGAIN)
                 finally:
                     if not answered:  # cut off (Ctrl-C): what follows goes on a line of its own
                         _write(terminal, "\n")

@@ -57,6 +57,7 @@ from .common import (
     user_path,
 )
 from .exits import INTERRUPTED, OK, exit_code, report
+from .line_editing import line_editing
 from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
@@ -110,35 +111,38 @@ async def _chat(args: argparse.Namespace) -> int:
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     plain = sys.stderr if err.is_dumb_terminal else None
     started = lasting = False
-    try:
-        async with (
-            stopping_shown(open_console(answers, status, plain=plain, asks=interactive)) as console,
-            stdin_lines() as lines,
-            open_gateway(
-                config,
-                model=args.model,
-                hooks=trace_hooks(args, console),
-                state_dir=args.state_dir,
-                wait_for=config.nodes_of(name),
-                on_waiting=console.waiting_for,
-            ) as gateway,
-        ):
-            check_runnable(gateway, name)
-            started, lasting = True, _lasting(gateway, name)
-            print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
-            steps = _Steps()
-            approver = TerminalApprover(console, lines) if interactive else piped_chat()
-            chat = _Chat(session, context, approver)
-            async with steps.interruptible() if interactive else nullcontext():
-                code = await _converse(gateway, name, chat, console, steps, lines, interactive)
-    except anyio.get_cancelled_exc_class():  # a signal: it may have come mid-prompt
-        if interactive and started:
-            print(file=sys.stderr)
-        raise
-    finally:
-        if interactive and started:  # how to go on, however the chat ended
-            going_on = _going_on(args, session, context, lasting=lasting)
-            print(printable(going_on), file=sys.stderr)
+    with line_editing() as edited:
+        try:
+            async with (
+                stopping_shown(
+                    open_console(answers, status, plain=plain, asks=interactive)
+                ) as console,
+                stdin_lines(edited=edited) as lines,
+                open_gateway(
+                    config,
+                    model=args.model,
+                    hooks=trace_hooks(args, console),
+                    state_dir=args.state_dir,
+                    wait_for=config.nodes_of(name),
+                    on_waiting=console.waiting_for,
+                ) as gateway,
+            ):
+                check_runnable(gateway, name)
+                started, lasting = True, _lasting(gateway, name)
+                print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
+                steps = _Steps()
+                approver = TerminalApprover(console, lines) if interactive else piped_chat()
+                chat = _Chat(session, context, approver)
+                async with steps.interruptible() if interactive else nullcontext():
+                    code = await _converse(gateway, name, chat, console, steps, lines, interactive)
+        except anyio.get_cancelled_exc_class():  # a signal: it may have come mid-prompt
+            if interactive and started:
+                print(file=sys.stderr)
+            raise
+        finally:
+            if interactive and started:  # how to go on, however the chat ended
+                going_on = _going_on(args, session, context, lasting=lasting)
+                print(printable(going_on), file=sys.stderr)
     return code
 
 
@@ -223,11 +227,9 @@ async def _converse(
     """Answer line after line until the input ends (or `/exit`, or Ctrl-C at the prompt)."""
     code = OK
     while True:
-        if interactive:
-            print("> ", end="", file=sys.stderr, flush=True)
         line = ""
         with steps.step():
-            line = await lines.read()
+            line = await lines.read("> " if interactive else "")
         if steps.interrupted or not line:  # Ctrl-C or Ctrl-D at the prompt leaves
             if interactive:
                 print(file=sys.stderr)  # the prompt's line was left open
@@ -242,6 +244,7 @@ async def _converse(
             break
         if not text:
             continue
+        lines.remember(text)
         with steps.step():
             try:
                 # A question may fail on its own (the model refused it, an empty answer, max

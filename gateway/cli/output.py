@@ -64,7 +64,7 @@ def stdout_for_results() -> Generator[None]:
     original.flush()
     results = _private_copy(original)
     os.dup2(_STDERR, _STDOUT)
-    printed = _Printed(sys.stderr, original.encoding)
+    printed = _Printed(sys.stderr, original.encoding, original.errors)
     _results, _printed, sys.stdout = results or original, printed, printed
     try:
         yield
@@ -144,16 +144,23 @@ class _Printed(io.TextIOBase):
     """`sys.stdout` while the result keeps stdout: whole lines onto `target` (stderr), each
     said to be a tool's output. Tools print from worker threads too: one writer at a time."""
 
-    def __init__(self, target: TextIO, encoding: str) -> None:
+    def __init__(self, target: TextIO, encoding: str, errors: str | None) -> None:
         super().__init__()
         self.target = target
         self._encoding = encoding
+        self._errors = errors or "strict"
         self._pending = ""
         self._lock = threading.Lock()
 
     @property
     def encoding(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
         return self._encoding
+
+    @property
+    def errors(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        # With `encoding`, what `input()` needs to read a line with readline's editing
+        # (`line_editing.py`), its prompt written to fd 1: stderr too.
+        return self._errors
 
     def writable(self) -> bool:
         return True

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import termios
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any, TextIO, cast
@@ -26,6 +27,7 @@ from toolkits import in_background
 from toolkits.printable import printable
 
 from ..errors import GatewayError
+from .line_editing import edited_line, remember
 
 __all__ = ["StdinLines", "not_utf8", "read_line", "read_stdin", "stdin_lines", "stdin_text"]
 
@@ -52,40 +54,73 @@ def read_line() -> str:
     return _stdin().readline()
 
 
+def _plain_line(prompt: str) -> str:
+    """`read_line`, after `prompt` on stderr (stdout keeps answers only)."""
+    if prompt:
+        _prompt(prompt)
+    return read_line()
+
+
+def _prompt(prompt: str) -> None:
+    print(prompt, end="", file=sys.stderr, flush=True)
+
+
 class StdinLines:
     """Stdin's lines, each read in a thread whose line is kept for the next `read` when the
     one that waited for it was cancelled: a second read meanwhile would start a second thread,
     and whichever got the next line typed, the other would wait on (`chat`'s Ctrl-C at an
-    approval question, then its prompt)."""
+    approval question, then its prompt). `edited`: read with line editing (`line_editing`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, edited: bool = False) -> None:
+        self.edited = edited
         self._wanted = anyio.Event()
         self._read = anyio.Event()
         self._reading = False
+        self._prompt = ""
         self._line = ""
 
-    async def read(self) -> str:
-        """The next line ("" at the end of stdin), its bad bytes kept (`stdin_text`)."""
+    async def read(self, prompt: str = "") -> str:
+        """The next line ("" at the end of stdin), its bad bytes kept (`stdin_text`), asked
+        for with `prompt` on the terminal (a read still waiting from before: written again)."""
         if not self._read.is_set() and not self._reading:  # else: it is read, or comes
+            self._prompt = prompt
             self._wanted.set()
+        elif prompt and not self._read.is_set():
+            _prompt(prompt)
         await self._read.wait()
         self._read = anyio.Event()
         return self._line
+
+    def forget_typed_ahead(self) -> None:
+        """Drop what was typed before now and not asked for yet: a line read and kept, and
+        what the terminal holds unread. For a question whose answer must be typed after it
+        was asked (an approval: "y" typed ahead, or a pasted text's next line, would answer
+        it unseen)."""
+        if self._read.is_set():
+            self._read = anyio.Event()
+        if sys.stdin.isatty():
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+
+    def remember(self, line: str) -> None:
+        """Keep `line` (a question) for Up and Ctrl-R at the next prompts, when edited."""
+        if self.edited:
+            remember(line)
 
     async def reading(self) -> None:
         """Read a line each time one is wanted (in the background, for the block)."""
         while True:
             await self._wanted.wait()
             self._wanted, self._reading = anyio.Event(), True
-            self._line = await anyio.to_thread.run_sync(read_line, abandon_on_cancel=True)
+            read = edited_line if self.edited else _plain_line
+            self._line = await anyio.to_thread.run_sync(read, self._prompt, abandon_on_cancel=True)
             self._reading = False
             self._read.set()
 
 
 @asynccontextmanager
-async def stdin_lines() -> AsyncGenerator[StdinLines]:
+async def stdin_lines(*, edited: bool = False) -> AsyncGenerator[StdinLines]:
     """Stdin's lines, for `await lines.read()` during the block."""
-    lines = StdinLines()
+    lines = StdinLines(edited=edited)
     async with in_background(lines.reading, wait_started=False):
         yield lines
 

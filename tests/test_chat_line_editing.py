@@ -1,0 +1,138 @@
+"""`chat` on a terminal reads each line with readline's editing: a line of any length, a pasted
+text of several lines as one question, arrow keys that move the cursor, Up for the questions
+asked before; and the terminal as it was after the chat, however it ended. An approval question
+is answered by what is typed after it is asked, never before."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chat_terminal import (
+    EXECUTABLE,
+    REPO,
+    chat_on_pty,
+    gated_config,
+    session_messages,
+    tool_call,
+)
+from tests.screen import Terminal, read_all
+
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
+LEFT, UP = b"\x1b[D", b"\x1b[A"
+
+
+def _send(terminal: Terminal, data: bytes, timeout: float = 30) -> None:
+    """Type `data`, reading what the chat echoes meanwhile: a long line's echo would fill the
+    terminal's buffer, and the chat would stop reading what is typed."""
+    deadline = time.monotonic() + timeout
+    while data:
+        left = max(0.0, deadline - time.monotonic())
+        readable, writable, _ = select.select([terminal.fd], [terminal.fd], [], left)
+        assert readable or writable, f"not read within {timeout} s: {terminal.shown[-300:]!r}"
+        if readable:
+            terminal.shown += os.read(terminal.fd, 65536).decode(errors="replace")
+        if writable:
+            with_room = os.write(terminal.fd, data[:512])
+            data = data[with_room:]
+
+
+@pytest.mark.integration
+def test_a_terminals_lines_are_edited_whole_and_the_terminal_is_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The terminal's own line mode cut a line at 4,095 characters without a word, made each
+    line of a paste a question (a model turn) of its own, and sent arrow keys to the model as
+    escape sequences. Ctrl-C at the prompt, which leaves with a read still waiting, leaves the
+    terminal's modes as they were and bracketed paste off."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": f"answer {n}"} for n in range(1, 5)]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
+    state = tmp_path / "state"
+    assert EXECUTABLE is not None
+    primary, secondary = pty.openpty()
+    modes = termios.tcgetattr(secondary)
+    process = subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--session", "s1", "--state-dir", state],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm"},
+    )
+    os.set_blocking(primary, False)
+    terminal = Terminal(primary)
+    long_line = "x" * 6000 + "END"
+    with process:
+        try:
+            terminal.until("> ")
+            _send(terminal, PASTE_START + b"line one\nline two\n" + PASTE_END + b"\r")
+            terminal.until("> ", count=2)
+            _send(terminal, long_line.encode() + b"\r")
+            terminal.until("> ", count=3)
+            _send(terminal, b"abc" + LEFT + LEFT + b"X\r")
+            terminal.until("> ", count=4)
+            _send(terminal, UP + b"\r")  # the question before, again
+            terminal.until("> ", count=5)
+            _send(terminal, b"half typed")
+            terminal.until("half typed")
+            process.send_signal(signal.SIGINT)  # Ctrl-C at the prompt leaves
+            terminal.until("continues it")
+            code = process.wait(timeout=30)
+            left_modes = termios.tcgetattr(secondary)
+            terminal.shown += read_all(primary)
+        finally:
+            process.kill()
+            os.close(primary)
+            os.close(secondary)
+        assert process.stdout is not None
+        out = process.stdout.read().decode()
+    assert code == 130, terminal.shown
+    assert out == "answer 1\nanswer 2\nanswer 3\nanswer 4\n"
+    questions = [m["content"] for m in session_messages(config, state, "s1") if m["role"] == "user"]
+    assert questions == ["line one\nline two", long_line, "aXbc", "aXbc"]
+    assert left_modes == modes
+    shown = terminal.shown
+    assert shown.rindex("\x1b[?2004l") > shown.rindex("\x1b[?2004h"), shown[-300:]
+    assert "Traceback" not in shown
+
+
+@pytest.mark.integration
+def test_an_approval_is_not_answered_by_what_was_typed_before_it_was_asked(tmp_path: Path) -> None:
+    """A pasted question whose next line began with `yes`, or a `y` typed a moment after
+    Enter, answered the approval question before it was asked, unseen: what was typed ahead
+    is dropped as the question is asked."""
+    written = tmp_path / "written.txt"
+    answers = [{"tool_calls": [tool_call("write", written, "one", "w1")]}, {"content": "Not done."}]
+    config = gated_config(tmp_path, answers)
+    state = tmp_path / "state"
+    process, primary = chat_on_pty(config, "--session", "s1", "--state-dir", str(state))
+    terminal = Terminal(primary)
+    with process:
+        try:
+            terminal.until("> ")
+            os.write(primary, b"write one\nyes, go ahead\n")  # one paste
+            terminal.until("allow it?")
+            terminal.type("n asked now")
+            terminal.until("> ", count=2)
+            terminal.type("/exit")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0, terminal.shown
+    assert not written.exists()
+    told = [m["content"] for m in session_messages(config, state, "s1") if m["role"] == "tool"]
+    assert told == [
+        "The user rejected the tool call to write; it did not run. The user said: asked now"
+    ]
