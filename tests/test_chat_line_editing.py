@@ -29,6 +29,7 @@ from tests.screen import Terminal, read_all
 
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 LEFT, UP = b"\x1b[D", b"\x1b[A"
+PASTES_ON, PASTES_OFF = "\x1b[?2004h", "\x1b[?2004l"
 
 
 def _send(terminal: Terminal, data: bytes, timeout: float = 30) -> None:
@@ -103,7 +104,7 @@ def test_a_terminals_lines_are_edited_whole_and_the_terminal_is_left_as_it_was(
     assert questions == ["line one\nline two", long_line, "aXbc", "aXbc"]
     assert left_modes == modes
     shown = terminal.shown
-    assert shown.rindex("\x1b[?2004l") > shown.rindex("\x1b[?2004h"), shown[-300:]
+    assert shown.rindex(PASTES_OFF) > shown.rindex(PASTES_ON), shown[-300:]
     assert "Traceback" not in shown
 
 
@@ -136,3 +137,44 @@ def test_an_approval_is_not_answered_by_what_was_typed_before_it_was_asked(tmp_p
     assert told == [
         "The user rejected the tool call to write; it did not run. The user said: asked now"
     ]
+
+
+@pytest.mark.integration
+def test_run_dash_on_a_terminal_takes_lines_of_any_length(tmp_path: Path) -> None:
+    """`run -` on a terminal: each line typed is edited and kept whole (the terminal's line
+    mode cut each at 4,095 characters), until Ctrl-D at a line's start."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "read it"}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
+    state = tmp_path / "state"
+    assert EXECUTABLE is not None
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [EXECUTABLE, "run", "-", "--config", str(config), "--session", "s1", "--state-dir", state],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm"},
+    )
+    os.close(secondary)
+    os.set_blocking(primary, False)
+    terminal = Terminal(primary)
+    long_line = "y" * 5000 + "END"
+    with process:
+        try:
+            terminal.until("end it with Ctrl-D")
+            terminal.until(
+                PASTES_ON
+            )  # readline reads: what is typed now is its, not the line mode's
+            _send(terminal, long_line.encode() + b"\rsecond line\r\x04")
+            code = process.wait(timeout=60)
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        out = process.stdout.read().decode()
+    assert (code, out) == (0, "read it\n"), terminal.shown[-500:]
+    questions = [m["content"] for m in session_messages(config, state, "s1") if m["role"] == "user"]
+    assert questions == [f"{long_line}\nsecond line"]

@@ -27,7 +27,7 @@ from toolkits import in_background
 from toolkits.printable import printable
 
 from ..errors import GatewayError
-from .line_editing import edited_line, remember
+from .line_editing import edited_line, line_editing, remember
 
 __all__ = ["StdinLines", "not_utf8", "read_line", "read_stdin", "stdin_lines", "stdin_text"]
 
@@ -41,11 +41,22 @@ _SHOWN_BYTES = 24
 async def read_stdin(what: str) -> str:
     """All of stdin, as text (`stdin_text`). Read in a thread that Ctrl-C abandons: a read
     blocking the event loop would let the first Ctrl-C go unheard and the second raise inside
-    it. On a terminal, first a line saying what is awaited, and how to end it."""
+    it. On a terminal, first a line saying what is awaited, and how to end it; its lines are
+    read edited (`line_editing`: the terminal's own line mode cuts each at 4,095 characters)."""
     if sys.stdin.isatty():
         print(f"reading {what} from stdin (end it with Ctrl-D)", file=sys.stderr, flush=True)
-    text = await anyio.to_thread.run_sync(_stdin().read, abandon_on_cancel=True)
+    with line_editing() as edited:
+        read = _edited_lines if edited else _stdin().read
+        text = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
     return stdin_text(text, "stdin")
+
+
+def _edited_lines() -> str:
+    """The lines typed until Ctrl-D at a line's start, each edited (`edited_line`)."""
+    lines: list[str] = []
+    while line := edited_line(""):
+        lines.append(line)
+    return "".join(lines)
 
 
 def read_line() -> str:
