@@ -109,8 +109,8 @@ class TraceEvent(BaseModel):
     """For an `error_private` error: what of it is the gateway's own words (a model's name and
     the HTTP status, without the provider's explanation), which telemetry may show."""
     error_type: str | None = Field(default=None, exclude=True)
-    """For an `error` event that an exception ended: its class's name (`ModelConnectionError`),
-    for telemetry's `error.type`."""
+    """For an `error` event that an exception ended, or a `note` of one (a fallback's): its
+    class's name (`ModelConnectionError`), for telemetry's `error.type`."""
     caller_trace: dict[str, str] | None = Field(default=None, exclude=True)
     """For a span with no parent here: the W3C trace context its MCP client sent in the
     request's `_meta` (`traceparent`, `tracestate`; SEP-414), for the span to continue."""
@@ -245,10 +245,18 @@ class Tracer:
                 log.exception("trace hook %r failed", hook)
 
     async def note(
-        self, kind: Kind, name: str, parent_id: str | None, phase: Phase = "note", **data: JsonValue
+        self,
+        kind: Kind,
+        name: str,
+        parent_id: str | None,
+        phase: Phase = "note",
+        *,
+        error_type: str | None = None,
+        **data: JsonValue,
     ) -> None:
-        """A point event (a fallback, a node's health, a streamed token) under `parent_id`."""
-        await self._point(kind, name, parent_id, phase, data)
+        """A point event (a fallback, a node's health, a streamed token) under `parent_id`;
+        `error_type`: the class of the error it tells of (a fallback's), for telemetry."""
+        await self._point(kind, name, parent_id, phase, data, error_type=error_type)
 
     async def item_finished(
         self, agent: str, parent_id: str, index: int, result: ItemResult
@@ -281,6 +289,7 @@ class Tracer:
         progress: ToolProgress | None = None,
         server_log: LoggingMessageNotificationParams | None = None,
         finished_item: ItemResult | None = None,
+        error_type: str | None = None,
     ) -> None:
         if not self.hooks:
             return
@@ -298,6 +307,7 @@ class Tracer:
                 progress=progress,
                 server_log=server_log,
                 finished_item=finished_item,
+                error_type=error_type,
             )
         )
 
