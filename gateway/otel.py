@@ -17,9 +17,11 @@ span's end. An item answered by the agent it was handed to is an `agent.handoff`
 `item`) on its agent's span, whose `agent_gateway.handoff` lists the agents handed to.
 Failures set the span's error status and `error.type`; a span the run's pause ended (it
 stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
-its status stays unset, and `agent_gateway.paused` says what it waits for. Arguments, results,
-messages, progress messages and server log data are not recorded: they may hold personal
-data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
+its status stays unset, and `agent_gateway.paused` says what it waits for. A span under
+which a call waited for a person's approval or a slot of its node says for how long
+(`agent_gateway.waited_ms`) and how long it was busy (`agent_gateway.busy_ms`). Arguments,
+results, messages, progress messages and server log data are not recorded: they may hold
+personal data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
 status has no description.
 
 Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
@@ -63,6 +65,9 @@ APPROVAL_DECISION = "agent_gateway.approval.decision"
 PAUSED = "agent_gateway.paused"
 HANDOFF = "agent_gateway.handoff"
 PROVIDER = "gen_ai.provider.name"
+WAITED = "agent_gateway.waited_ms"
+"""How much of a span's time a call under it waited (a person's approval, a node's slot)."""
+BUSY = "agent_gateway.busy_ms"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _BAGGAGE = W3CBaggagePropagator()
@@ -290,6 +295,8 @@ class OtelExporter:
     def _finish(
         self, span: Span, event: TraceEvent, failed_call: tuple[str, str | None] | None
     ) -> None:
+        if event.waited_ms is not None and event.busy_ms is not None:
+            span.set_attributes({WAITED: event.waited_ms, BUSY: event.busy_ms})
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
             if isinstance(usage, dict):

@@ -36,6 +36,7 @@ from agent.errors import without_provider_words
 from toolkits.printable import encodes_all, printable
 
 from .errors import RunPaused
+from .trace_waits import Waits
 
 __all__ = [
     "TRACE_CONTEXT_KEYS",
@@ -82,6 +83,11 @@ class TraceEvent(BaseModel):
     at_ms: float
     """Milliseconds since the run started."""
     duration_ms: float | None = None
+    waited_ms: float | None = None
+    """For a span's end: how much of `duration_ms` a call under it waited for a person's
+    approval or a slot of its node (`trace_waits`); None: none did."""
+    busy_ms: float | None = None
+    """For a span's end that waited: the rest of `duration_ms`."""
     input: JsonValue = None
     output: JsonValue = None
     error: str | None = None
@@ -207,6 +213,7 @@ class Tracer:
     """Asked as a cancel ends a span: what the run was stopped to wait for, if the cancel is
     that pause (`--no-wait`: a person's approval), not a failure."""
     _t0: float = field(default_factory=time.perf_counter)
+    _waits: Waits = field(default_factory=Waits)
 
     def _ms(self, at: float | None = None) -> float:
         return round(((at or time.perf_counter()) - self._t0) * 1000, 1)
@@ -256,6 +263,8 @@ class Tracer:
     ) -> None:
         """A point event (a fallback, a node's health, a streamed token) under `parent_id`;
         `error_type`: the class of the error it tells of (a fallback's), for telemetry."""
+        if self.hooks and phase == "note":
+            self._waits.noted(name, parent_id, data)
         await self._point(kind, name, parent_id, phase, data, error_type=error_type)
 
     async def item_finished(
@@ -333,6 +342,10 @@ class Tracer:
             public: str | None = None,
         ) -> TraceEvent:
             done = phase != "start"
+            duration = self._elapsed(span) if done else None
+            waited = self._waits.closed(span.id) if done else None
+            if waited is not None:
+                waited = min(round(waited * 1000, 1), duration or 0.0)
             return TraceEvent(
                 kind=kind,
                 phase=phase,
@@ -341,7 +354,9 @@ class Tracer:
                 parent_id=parent_id,
                 run_id=self.run_id,
                 at_ms=self._ms(),
-                duration_ms=self._elapsed(span) if done else None,
+                duration_ms=duration,
+                waited_ms=waited,
+                busy_ms=None if waited is None or duration is None else round(duration - waited, 1),
                 input=input,
                 output=span.output if done else None,
                 error=error,
@@ -358,6 +373,7 @@ class Tracer:
         if not self.hooks:  # nobody listens: skip building events on the hot path
             yield span
             return
+        self._waits.opened(span.id, parent_id)
         await self.emit(event("start"))
         try:
             yield span
@@ -421,6 +437,8 @@ class TracePrinter:
         parts = [f"[{event.at_ms:>6.0f} ms]", "  " * depth + f"{label:<12}"]
         if event.input is not None and event.kind == "tool" and event.phase != "progress":
             parts.append(f"in={self._cut(compact(event.input))}")
+        if event.waited_ms is not None:
+            parts.append(f"waited={event.waited_ms:.0f} ms")
         if event.error is not None:
             parts.append(f"error={self._cut(event.error)}")
         elif event.output is not None:
