@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import cast
 
+import anyio
 from pydantic import JsonValue
 
 from agent import (
@@ -49,6 +50,9 @@ class _ModelCall:
     """The call's request headers and trace context, entered anew when another model of a
     fallback list is asked (its span is another)."""
     headers: dict[str, str]
+    task: int
+    """The task it runs in: only there may its headers be entered anew (a context's values
+    are reset in the context that set them)."""
 
 
 _current_call: ContextVar[_ModelCall | None] = ContextVar("model_call", default=None)
@@ -75,10 +79,8 @@ async def note_fallback(failed: str, error: ModelError, next_model: str) -> None
         error=said,
         **server,
     )
-    if call.tracer.hooks:
-        # Entered over the first model's (LIFO: closed first); this task's context, as the
-        # fallback list calls back from within the call.
-        _send_from_span(call)
+    if call.tracer.hooks and anyio.get_current_task().id == call.task:
+        _send_from_span(call)  # over the first model's: closed first, as the call ends
 
 
 async def note_retry(model: str, said: str) -> None:
@@ -151,7 +153,8 @@ class TracedModel:
             if window is not None:
                 check_context_window(messages, tools, window, self._model.name)
             with ExitStack() as sending:
-                call = _ModelCall(self._tracer, span.id, self._model, sending, self._headers)
+                task = anyio.get_current_task().id
+                call = _ModelCall(self._tracer, span.id, self._model, sending, self._headers, task)
                 _send_from_span(call)
                 token = _current_call.set(call)
                 try:
