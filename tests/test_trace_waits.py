@@ -3,6 +3,8 @@ slot of its node) and how much it was busy: `waited_ms` and `busy_ms` beside `du
 
 from __future__ import annotations
 
+import io
+import re
 import time
 
 import anyio
@@ -11,7 +13,7 @@ import pytest
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
-from gateway.trace import TraceEvent
+from gateway.trace import TraceEvent, TracePrinter
 from toolkits import FunctionToolkit, calculator, function_tool
 
 pytestmark = pytest.mark.anyio
@@ -54,10 +56,11 @@ async def test_a_wait_for_approval_is_waited_time_of_the_agent_and_the_run_not_b
     model = ScriptedModel([calls("6 * 7"), "42"])
     spec = AgentSpec("a", model, ["calculator"], approval=ApprovalRule(["calculator"]))
     gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
-    events, person = Events(), Person()
+    events, person, lines = Events(), Person(), io.StringIO()
+    hooks = [events, TracePrinter(lines)]
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(lambda: gateway.run("a", "go", hooks=[events], approver=person))
+            tasks.start_soon(lambda: gateway.run("a", "go", hooks=hooks, approver=person))
             await person.asked.wait()
             await anyio.wait_all_tasks_blocked()  # the run waits on the person alone
             person.decided.set()
@@ -74,6 +77,12 @@ async def test_a_wait_for_approval_is_waited_time_of_the_agent_and_the_run_not_b
     assert events.ended[("tool", "calculator")].busy_ms is None
     model_span = next(e for (kind, _), e in events.ended.items() if kind == "model")
     assert model_span.waited_ms is None
+    # The trace's lines say it on the run's and the agent's.
+    waited = [line for line in lines.getvalue().splitlines() if "waited=" in line]
+    assert [re.sub(r"\s+", " ", line).split(" waited=")[0].split("] ")[1] for line in waited] == [
+        "agent a",
+        "run a",
+    ]
 
 
 async def test_a_wait_for_a_slot_of_its_node_is_waited_time_too() -> None:
