@@ -26,6 +26,7 @@ from toolkits.mcp.naming import rule_names
 
 from .errors import RunPaused
 from .journal import call_key
+from .trace import Tracer
 
 __all__ = [
     "CANCELLED",
@@ -48,6 +49,7 @@ __all__ = [
     "agent_rule_of",
     "approval_names",
     "approval_note",
+    "ask_in_one_round",
     "node_rule_of",
     "rejection",
     "short_call",
@@ -222,6 +224,23 @@ class AsksAtOnce(Protocol):
         from the run's last checkpoint, once they are answered); return to decide each call
         as it comes."""
         ...
+
+
+async def ask_in_one_round(
+    approver: AsksAtOnce, requests: Sequence[ApprovalRequest], tracer: Tracer, parent_id: str
+) -> None:
+    """Show `approver` a step's `requests` before any of its calls runs. A round asked (the
+    run pauses till it is answered) leaves each call waiting in the trace till the run stops,
+    as a person's approval the run stops waiting for does (`--no-wait`); the retry that
+    answers it is the decision (`StepLoop._approval`)."""
+    try:
+        await approver.ask_at_once(requests)
+    except RunPaused:
+        for request in requests:  # the step runs only once every one of them is answered
+            await tracer.note(
+                "tool", request.tool, parent_id, approval="waiting", call=request.call
+            )
+        raise
 
 
 @runtime_checkable

@@ -97,6 +97,11 @@ class RecordedModel:
     def native_output(self) -> bool:
         return holds_output_schema(self._model)  # what it wraps declares (`HoldsOutputSchema`)
 
+    @property
+    def wrapped(self) -> ChatModel:
+        """The model whose answers are recorded."""
+        return self._model
+
     async def context_window(self) -> int | None:
         """The window the wrapped model reports, so a stored run checks a call's size as an
         unstored one does. Not recorded: it is a safeguard before a call, asked afresh."""

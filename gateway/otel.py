@@ -2,7 +2,8 @@
 
 `OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span (its
 model's `gen_ai.provider.name`, the session it continues as `gen_ai.conversation.id`; failed
-when every item of its run failed), each model call a `chat {model}` span
+when every item of its run failed), each model call a `chat {model}` span (each model of a
+fallback list asked one of its own, a failed one ended by the fallback's note)
 (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in `gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
 the model that answered, `gen_ai.response.model`; the host and port of the endpoint it went
 to, `server.address` and `server.port`, a failed call's too), each tool call an
@@ -16,9 +17,11 @@ span's end. An item answered by the agent it was handed to is an `agent.handoff`
 `item`) on its agent's span, whose `agent_gateway.handoff` lists the agents handed to.
 Failures set the span's error status and `error.type`; a span the run's pause ended (it
 stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
-its status stays unset, and `agent_gateway.paused` says what it waits for. Arguments, results,
-messages, progress messages and server log data are not recorded: they may hold personal
-data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
+its status stays unset, and `agent_gateway.paused` says what it waits for. A span under
+which a call waited for a person's approval or a slot of its node says for how long
+(`agent_gateway.waited_ms`) and how long it was busy (`agent_gateway.busy_ms`). Arguments,
+results, messages, progress messages and server log data are not recorded: they may hold
+personal data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
 status has no description.
 
 Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
@@ -62,6 +65,9 @@ APPROVAL_DECISION = "agent_gateway.approval.decision"
 PAUSED = "agent_gateway.paused"
 HANDOFF = "agent_gateway.handoff"
 PROVIDER = "gen_ai.provider.name"
+WAITED = "agent_gateway.waited_ms"
+"""How much of a span's time a call under it waited (a person's approval, a node's slot)."""
+BUSY = "agent_gateway.busy_ms"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _BAGGAGE = W3CBaggagePropagator()
@@ -115,7 +121,9 @@ class OtelExporter:
         """The open agent spans whose `gen_ai.provider.name` is set (by their first model call)."""
         self._first_chats: dict[str, str] = {}
         """The open chat spans that named their agent's provider, with that agent span's id: a
-        fallback that renames one names the agent's provider anew."""
+        fallback from one names the agent's provider anew."""
+        self._chat_parents: dict[str, Context | None] = {}
+        """What the open chat spans started in: a fallback's next model's span starts there too."""
         self._model_failures: dict[str, tuple[str, str | None]] = {}
         """The open agent spans' last failed model call: its `error.type` and description, for
         an item that failed of it (the agent's span fails with its run)."""
@@ -131,6 +139,7 @@ class OtelExporter:
             self._roots.discard(event.id)
             self._provided.discard(event.id)
             self._first_chats.pop(event.id, None)
+            self._chat_parents.pop(event.id, None)
             failed_call = self._model_failures.pop(event.id, None)
             if event.kind == "model" and event.phase == "error" and event.paused is None:
                 said = event.error_public if event.error_private else event.error
@@ -170,10 +179,7 @@ class OtelExporter:
                 if event.kind == "model" and isinstance(event.output, dict):
                     following = event.output.get("fallback_to")
                     if isinstance(following, str):  # the chain's next model is asked now
-                        provider = _name_the_model(parent, following)
-                        agent = self._spans.get(self._first_chats.get(event.parent_id or "", ""))
-                        if agent is not None:  # as its first chat span now says
-                            agent.set_attribute(PROVIDER, provider)
+                        self._fall_back(parent, event, following)
 
     @contextmanager
     def calling_from(self, span_id: str) -> Generator[dict[str, str]]:
@@ -217,11 +223,38 @@ class OtelExporter:
             agent.set_attribute(PROVIDER, attributes[PROVIDER])
         span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self._spans[event.id] = span
+        if event.kind == "model":
+            self._chat_parents[event.id] = parent
         within = otel_context.get_current() if parent is None else parent  # as start_span reads
         if not trace.get_current_span(within).get_span_context().is_valid:
             self._roots.add(event.id)
         # Its children inherit what its parent carries (the caller's baggage) beside the span.
         self._contexts[event.id] = trace.set_span_in_context(span, parent)
+
+    def _fall_back(self, failed: Span, event: TraceEvent, following: str) -> None:
+        """A model of a fallback list failed (`event`, its note) and `following` is asked: the
+        failed one's chat span ends, failed, and the next one's starts beside it, the call's
+        span from now on (its events, its end)."""
+        assert isinstance(event.output, dict)
+        _name_the_model(failed, event.name)
+        for field in ("server_address", "server_port"):
+            value = event.output.get(field)
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                failed.set_attribute(_RESPONSE[field], value)
+        said = event.output.get("error")
+        failed.set_status(Status(StatusCode.ERROR, said if isinstance(said, str) else None))
+        failed.set_attribute("error.type", event.error_type or "_OTHER")
+        failed.end()
+        span_id = event.parent_id or ""
+        parent = self._chat_parents.get(span_id)
+        name, kind, attributes = _describe(event.model_copy(update={"name": following}))
+        attributes[RUN_ID] = event.run_id
+        span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
+        self._spans[span_id] = span
+        self._contexts[span_id] = trace.set_span_in_context(span, parent)
+        agent = self._spans.get(self._first_chats.get(span_id, ""))
+        if agent is not None:  # the agent's provider is the one its call went on to
+            agent.set_attribute(PROVIDER, attributes[PROVIDER])
 
     def _approval(self, event: TraceEvent) -> None:
         """A call waiting for a person's approval: an `await_approval {tool}` span, from the
@@ -262,6 +295,8 @@ class OtelExporter:
     def _finish(
         self, span: Span, event: TraceEvent, failed_call: tuple[str, str | None] | None
     ) -> None:
+        if event.waited_ms is not None and event.busy_ms is not None:
+            span.set_attributes({WAITED: event.waited_ms, BUSY: event.busy_ms})
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
             if isinstance(usage, dict):
@@ -365,17 +400,16 @@ def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:
     return f"execute_tool {event.name}", SpanKind.INTERNAL, attributes
 
 
-def _name_the_model(span: Span, name: str) -> str:
-    """Name the chat span for model `name`; its provider."""
+def _name_the_model(span: Span, name: str) -> None:
+    """Name the chat span for model `name` (a fallback list's span is named by its first)."""
     provider, model = _provider_and_model(name)
     span.update_name(f"chat {model}")
     span.set_attributes({"gen_ai.provider.name": provider, "gen_ai.request.model": model})
-    return provider
 
 
 def _provider_and_model(name: str) -> tuple[str, str]:
     """`openai:gpt-4.1-mini` → (`openai`, `gpt-4.1-mini`); a fallback chain is its first model
-    (a fallback renames the span); a model without a spec prefix (the client's own, via
+    (each model asked after it has a span of its own); a model without a spec prefix (the client's own, via
     sampling) is its own provider."""
     if name.startswith(_CHAIN) and name.endswith(")"):
         name = name.removeprefix(_CHAIN).removesuffix(")").split(", ")[0]

@@ -48,6 +48,7 @@ from .approval import (
     ExpectsSteps,
     NobodyToAsk,
     approval_note,
+    ask_in_one_round,
     rejection,
 )
 from .call_info import info_for, sub_item
@@ -267,7 +268,9 @@ class StepLoop:
             and (needed := self._approval_request(action, tools, context)) is not None
         }
         if asked and isinstance(context.approver, AsksAtOnce):
-            await context.approver.ask_at_once(list(asked.values()))
+            await ask_in_one_round(
+                context.approver, list(asked.values()), context.tracer, parent_id
+            )
         elif asked and isinstance(context.approver, ExpectsSteps):
             context.approver.expect(asked.values())
 

@@ -36,6 +36,7 @@ from agent.errors import without_provider_words
 from toolkits.printable import encodes_all, printable
 
 from .errors import RunPaused
+from .trace_waits import Waits
 
 __all__ = [
     "TRACE_CONTEXT_KEYS",
@@ -82,6 +83,11 @@ class TraceEvent(BaseModel):
     at_ms: float
     """Milliseconds since the run started."""
     duration_ms: float | None = None
+    waited_ms: float | None = None
+    """For a span's end: how much of `duration_ms` a call under it waited for a person's
+    approval or a slot of its node (`trace_waits`); None: none did."""
+    busy_ms: float | None = None
+    """For a span's end that waited: the rest of `duration_ms`."""
     input: JsonValue = None
     output: JsonValue = None
     error: str | None = None
@@ -109,8 +115,8 @@ class TraceEvent(BaseModel):
     """For an `error_private` error: what of it is the gateway's own words (a model's name and
     the HTTP status, without the provider's explanation), which telemetry may show."""
     error_type: str | None = Field(default=None, exclude=True)
-    """For an `error` event that an exception ended: its class's name (`ModelConnectionError`),
-    for telemetry's `error.type`."""
+    """For an `error` event that an exception ended, or a `note` of one (a fallback's): its
+    class's name (`ModelConnectionError`), for telemetry's `error.type`."""
     caller_trace: dict[str, str] | None = Field(default=None, exclude=True)
     """For a span with no parent here: the W3C trace context its MCP client sent in the
     request's `_meta` (`traceparent`, `tracestate`; SEP-414), for the span to continue."""
@@ -207,6 +213,7 @@ class Tracer:
     """Asked as a cancel ends a span: what the run was stopped to wait for, if the cancel is
     that pause (`--no-wait`: a person's approval), not a failure."""
     _t0: float = field(default_factory=time.perf_counter)
+    _waits: Waits = field(default_factory=Waits)
 
     def _ms(self, at: float | None = None) -> float:
         return round(((at or time.perf_counter()) - self._t0) * 1000, 1)
@@ -245,10 +252,20 @@ class Tracer:
                 log.exception("trace hook %r failed", hook)
 
     async def note(
-        self, kind: Kind, name: str, parent_id: str | None, phase: Phase = "note", **data: JsonValue
+        self,
+        kind: Kind,
+        name: str,
+        parent_id: str | None,
+        phase: Phase = "note",
+        *,
+        error_type: str | None = None,
+        **data: JsonValue,
     ) -> None:
-        """A point event (a fallback, a node's health, a streamed token) under `parent_id`."""
-        await self._point(kind, name, parent_id, phase, data)
+        """A point event (a fallback, a node's health, a streamed token) under `parent_id`;
+        `error_type`: the class of the error it tells of (a fallback's), for telemetry."""
+        if self.hooks and phase == "note":
+            self._waits.noted(name, parent_id, data)
+        await self._point(kind, name, parent_id, phase, data, error_type=error_type)
 
     async def item_finished(
         self, agent: str, parent_id: str, index: int, result: ItemResult
@@ -281,6 +298,7 @@ class Tracer:
         progress: ToolProgress | None = None,
         server_log: LoggingMessageNotificationParams | None = None,
         finished_item: ItemResult | None = None,
+        error_type: str | None = None,
     ) -> None:
         if not self.hooks:
             return
@@ -298,6 +316,7 @@ class Tracer:
                 progress=progress,
                 server_log=server_log,
                 finished_item=finished_item,
+                error_type=error_type,
             )
         )
 
@@ -323,6 +342,10 @@ class Tracer:
             public: str | None = None,
         ) -> TraceEvent:
             done = phase != "start"
+            duration = self._elapsed(span) if done else None
+            waited = self._waits.closed(span.id) if done else None
+            if waited is not None:
+                waited = min(round(waited * 1000, 1), duration or 0.0)
             return TraceEvent(
                 kind=kind,
                 phase=phase,
@@ -331,7 +354,9 @@ class Tracer:
                 parent_id=parent_id,
                 run_id=self.run_id,
                 at_ms=self._ms(),
-                duration_ms=self._elapsed(span) if done else None,
+                duration_ms=duration,
+                waited_ms=waited,
+                busy_ms=None if waited is None or duration is None else round(duration - waited, 1),
                 input=input,
                 output=span.output if done else None,
                 error=error,
@@ -348,6 +373,7 @@ class Tracer:
         if not self.hooks:  # nobody listens: skip building events on the hot path
             yield span
             return
+        self._waits.opened(span.id, parent_id)
         await self.emit(event("start"))
         try:
             yield span
@@ -411,6 +437,8 @@ class TracePrinter:
         parts = [f"[{event.at_ms:>6.0f} ms]", "  " * depth + f"{label:<12}"]
         if event.input is not None and event.kind == "tool" and event.phase != "progress":
             parts.append(f"in={self._cut(compact(event.input))}")
+        if event.waited_ms is not None:
+            parts.append(f"waited={event.waited_ms:.0f} ms")
         if event.error is not None:
             parts.append(f"error={self._cut(event.error)}")
         elif event.output is not None:

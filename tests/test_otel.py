@@ -214,7 +214,7 @@ async def test_a_server_of_its_own_is_no_openai_whichever_api_it_speaks(name: st
 
 
 @pytest.mark.anyio
-async def test_a_fallback_chain_is_named_by_the_model_that_was_asked(tmp_path: Path) -> None:
+async def test_a_fallback_chain_names_each_span_by_the_model_asked(tmp_path: Path) -> None:
     empty, good = tmp_path / "empty.json", tmp_path / "good.json"
     empty.write_text("[]")  # fails at once: it has no answers
     good.write_text(json.dumps([{"content": "hi"}, {"content": "hi again"}]))
@@ -223,14 +223,19 @@ async def test_a_fallback_chain_is_named_by_the_model_that_was_asked(tmp_path: P
     config = parse_config({"agents": {"a": {"model": chain}}})
     async with open_gateway(config, hooks=[hook]) as gateway:
         assert (await gateway.run("a", "hello")).output == "hi"
-    [chat] = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
-    assert chat.name == "chat good.json"  # the model that answered, not the chain's text
+    failed, chat = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    assert failed.name == "chat empty.json"  # the model that was asked first, not the chain
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.attributes is not None
+    assert failed.attributes["error.type"] == "ScriptExhausted"
+    assert [e.attributes["fallback_to"] for e in failed.events if e.attributes] == [
+        f"scripted:{good.name}"
+    ]
+    assert chat.name == "chat good.json"  # the model that answered
     assert chat.attributes is not None
     assert chat.attributes["gen_ai.provider.name"] == "scripted"
     assert chat.attributes["gen_ai.request.model"] == "good.json"
-    assert [e.attributes["fallback_to"] for e in chat.events if e.attributes] == [
-        f"scripted:{good.name}"
-    ]
+    assert chat.status.status_code == StatusCode.UNSET
 
 
 @pytest.mark.anyio

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from pydantic import JsonValue
 
-from agent import ModelConnectionError, UserMessage
+from agent import AllModelsFailed, ModelConnectionError, UserMessage
 from agent.models import FallbackModel, OpenAICompatibleModel, OpenAIModel
 from gateway import AgentSpec, Gateway
 from gateway.journal import RecordedModel, ScopedJournal
@@ -131,29 +131,105 @@ async def test_a_cancelled_chat_span_says_where_the_call_went_as_a_failed_one_do
     assert (chat["server.address"], chat["server.port"]) == ("llm-gw.example.com", 8443)
 
 
-async def test_a_fallback_chains_span_names_the_model_and_server_that_answered() -> None:
-    local = OpenAICompatibleModel(
+def local_model(*answers: httpx.Response | Exception) -> tuple[OpenAICompatibleModel, FakeProvider]:
+    provider = FakeProvider(*answers)
+    model = OpenAICompatibleModel(
         "http://127.0.0.1:11434/v1",
         "qwen2.5",
-        http_client=FakeProvider(json_response(200, OLLAMA_COMPLETION)).client(),
+        http_client=provider.client(),
         retry=retry_policy(Sleeps()),
     )
-    chain = FallbackModel([openai_model(*DOWN), local], on_fallback=note_fallback)
+    return model, provider
+
+
+def span_id_in(request: httpx.Request) -> int:
+    """The parent span id of the W3C `traceparent` a request was sent with."""
+    return int(request.headers["traceparent"].split("-")[2], 16)
+
+
+async def test_each_model_of_a_fallback_list_asked_is_a_chat_span_of_its_own() -> None:
+    openai = FakeProvider(*DOWN)
+    down = OpenAIModel(
+        "gpt-4.1-mini",
+        api_key="sk-test",
+        base_url="https://llm-gw.example.com:8443/v1",
+        http_client=openai.client(),
+        retry=retry_policy(Sleeps()),
+    )
+    local, ollama = local_model(json_response(200, OLLAMA_COMPLETION))
+    chain = FallbackModel([down, local], on_fallback=note_fallback)
     hook, memory = exporter()
     gateway = Gateway([], [AgentSpec("a", chain)], hooks=[hook])
     assert (await gateway.run("a", "6 * 7?")).output == "It is 42."
 
-    [span] = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
-    assert span.name == "chat qwen2.5"
-    assert span.status.status_code == StatusCode.UNSET
-    chat = attributes(span)
+    spans = memory.get_finished_spans()
+    [agent] = [s for s in spans if s.name.startswith("invoke_agent")]
+    failed, answered = sorted(
+        (s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time or 0
+    )
+    assert failed.name == "chat gpt-4.1-mini"
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.status.description is not None
+    assert "cannot reach" in failed.status.description
+    tried = attributes(failed)
+    assert tried["gen_ai.operation.name"] == "chat"
+    assert tried["gen_ai.provider.name"] == "openai"
+    assert tried["gen_ai.request.model"] == "gpt-4.1-mini"
+    assert tried["error.type"] == "ModelConnectionError"
+    assert (tried["server.address"], tried["server.port"]) == ("llm-gw.example.com", 8443)
+    assert "gen_ai.response.id" not in tried
+    # The fallback's note is its event, not the answering span's.
+    [note] = failed.events
+    assert note.attributes is not None
+    assert note.attributes["fallback_to"] == local.name
+    assert answered.events == ()
+
+    assert answered.name == "chat qwen2.5"
+    assert answered.status.status_code == StatusCode.UNSET
+    chat = attributes(answered)
     assert chat["gen_ai.response.model"] == "qwen2.5:7b"
     assert chat["gen_ai.response.id"] == "chatcmpl-297"
     assert (chat["server.address"], chat["server.port"]) == ("127.0.0.1", 11434)
-    # The agent's provider is what its first chat span says once renamed, not the chain's first.
     assert chat["gen_ai.provider.name"] == "openai-compatible"
-    [agent] = [s for s in memory.get_finished_spans() if s.name.startswith("invoke_agent")]
+    # The agent's provider is the answering model's, not the chain's first.
     assert attributes(agent)["gen_ai.provider.name"] == "openai-compatible"
+
+    # Siblings under the agent, one after the other; each provider was sent its own span.
+    assert agent.context is not None
+    assert failed.context is not None
+    assert answered.context is not None
+    assert failed.parent is not None
+    assert answered.parent is not None
+    assert failed.parent.span_id == answered.parent.span_id == agent.context.span_id
+    assert failed.end_time is not None
+    assert answered.start_time is not None
+    assert failed.end_time <= answered.start_time
+    assert {span_id_in(r) for r in openai.requests} == {failed.context.span_id}
+    assert [span_id_in(r) for r in ollama.requests] == [answered.context.span_id]
+
+
+async def test_a_fallback_list_whose_every_model_failed_has_a_failed_span_for_each() -> None:
+    local, _ollama = local_model(*DOWN)
+    chain = FallbackModel([openai_model(*DOWN), local], on_fallback=note_fallback)
+    hook, memory = exporter()
+    gateway = Gateway([], [AgentSpec("a", chain)], hooks=[hook])
+    with pytest.raises(AllModelsFailed):
+        await gateway.run("a", "6 * 7?")
+
+    first, last = sorted(
+        (s for s in memory.get_finished_spans() if s.name.startswith("chat")),
+        key=lambda s: s.start_time or 0,
+    )
+    assert (first.name, last.name) == ("chat gpt-4.1-mini", "chat qwen2.5")
+    assert [s.status.status_code for s in (first, last)] == [StatusCode.ERROR] * 2
+    assert attributes(first)["error.type"] == "ModelConnectionError"
+    assert attributes(first)["server.address"] == "api.openai.com"
+    # The last one ended the call: its error is the list's, and it says where it went.
+    assert attributes(last)["error.type"] == "AllModelsFailed"
+    assert (attributes(last)["server.address"], attributes(last)["server.port"]) == (
+        "127.0.0.1",
+        11434,
+    )
 
 
 class Journal:
