@@ -7,7 +7,15 @@ modules (`postgres_store`, `redis_store`) import their drivers only when used.
 
 from ._private import private_sqlite_file
 from ._read_only import read_only_sqlite
-from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
+from .base import (
+    ChatMemory,
+    History,
+    SessionInfo,
+    SessionStore,
+    SharedStore,
+    StoredTurn,
+    Summary,
+)
 from .in_process import InProcessStore
 from .session_locks import OnWait
 from .session_memory import DEFAULT_TURNS, SessionMemory
@@ -27,6 +35,7 @@ __all__ = [
     "SessionInfo",
     "SessionMemory",
     "SessionStore",
+    "SharedStore",
     "StoredTurn",
     "Summary",
     "count_tokens",

@@ -10,7 +10,7 @@ which only keeps turns and summaries in order.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -25,6 +25,7 @@ __all__ = [
     "History",
     "SessionInfo",
     "SessionStore",
+    "SharedStore",
     "StoredTurn",
     "Summary",
 ]
@@ -162,6 +163,18 @@ class SessionStore(Protocol):
 
     async def aclose(self) -> None:
         """Release connections; the store may be used again after (it reconnects)."""
+        ...
+
+
+@runtime_checkable
+class SharedStore(Protocol):
+    """A store that other URLs may name too (a server's Unix socket and its TCP port, two
+    host names): it asks its server which data it keeps, so memories over any of its names
+    hold a session as one (`SessionMemory.hold`)."""
+
+    async def identity(self) -> Hashable:
+        """What names the data this store keeps, the same for every client that reaches it.
+        Raises `agent.errors.MemoryStoreError` when the server does not say."""
         ...
 
 
