@@ -15,6 +15,7 @@ from .base import (
     SharedStore,
     StoredTurn,
     Summary,
+    store_key,
 )
 from .in_process import InProcessStore
 from .session_locks import OnWait
@@ -44,6 +45,7 @@ __all__ = [
     "read_only_sqlite",
     "select_window",
     "store_from_url",
+    "store_key",
     "store_url_problem",
     "summarise",
 ]

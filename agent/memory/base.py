@@ -28,6 +28,7 @@ __all__ = [
     "SharedStore",
     "StoredTurn",
     "Summary",
+    "store_key",
 ]
 
 
@@ -176,6 +177,14 @@ class SharedStore(Protocol):
         """What names the data this store keeps, the same for every client that reaches it.
         Raises `agent.errors.MemoryStoreError` when the server does not say."""
         ...
+
+
+async def store_key(store: SessionStore) -> Hashable:
+    """What names the data `store` keeps: what its server says (`SharedStore`), else the
+    store object itself. Raises `agent.errors.MemoryStoreError` when the server does not say."""
+    if isinstance(store, SharedStore):
+        return await store.identity()
+    return id(store)
 
 
 def session_key_error(session_id: str) -> str | None:

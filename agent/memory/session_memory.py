@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage, SystemMessage
-from .base import History, SessionStore, SharedStore, StoredTurn, Summary, session_key_error
+from .base import History, SessionStore, StoredTurn, Summary, session_key_error, store_key
 from .session_locks import OnWait, SessionLocks
 from .summary import SUMMARY_INPUT_TOKENS
 from .window import count_tokens, estimate_tokens, for_history, select_window
@@ -148,7 +148,7 @@ class SessionMemory:
     async def _holding(
         self, session_ids: Collection[str], on_wait: OnWait | None
     ) -> AsyncGenerator[None]:
-        store = await _store_key(self.store)
+        store = await _lock_key(self.store)
         async with _LOCKS.holding([(store, s) for s in session_ids], on_wait):
             yield
 
@@ -163,16 +163,13 @@ class SessionMemory:
         await self.store.put_summary(session_id, summary)
 
 
-async def _store_key(store: SessionStore) -> Hashable:
-    """The store's part of a session lock's key: what its server says it keeps, else the
-    store object. A server that does not answer holds nothing up: the turn's own read of
-    its history says what is wrong."""
-    if isinstance(store, SharedStore):
-        try:
-            return await store.identity()
-        except MemoryStoreError:
-            pass
-    return id(store)
+async def _lock_key(store: SessionStore) -> Hashable:
+    """The store's part of a session lock's key (`store_key`). A server that does not say
+    holds nothing up: the turn's own read of its history says what is wrong."""
+    try:
+        return await store_key(store)
+    except MemoryStoreError:
+        return id(store)
 
 
 def _check(session_id: str) -> None:
