@@ -28,6 +28,7 @@ __all__ = [
     "SharedStore",
     "StoredTurn",
     "Summary",
+    "hidden_at",
     "store_key",
 ]
 
@@ -195,15 +196,36 @@ def session_key_error(session_id: str) -> str | None:
         return "a session id has no control characters"
     # Invisible (U+200B, U+FEFF), reordering (U+202E) or breaking the line (U+2028): two ids
     # that look alike in a listing, or one that cannot be typed to delete it.
-    unseen = next((c for c in session_id if unicodedata.category(c) in _UNSEEN), None)
-    if unseen is not None:
+    unseen = next((i for i in range(len(session_id)) if hidden_at(session_id, i)), None)
+    if unseen is None:
+        return None
+    code = f"U+{ord(session_id[unseen]):04X}"
+    if session_id[unseen] in _JOINERS:
         return (
-            "a session id has no invisible format characters or line separators "
-            f"(U+{ord(unseen):04X})"
+            f"a session id has a zero width joiner or non-joiner ({code}) only between two "
+            "letters, marks or symbols beyond ASCII (an emoji sequence, a Persian or Indic word)"
         )
-    return None
+    return f"a session id has no invisible format characters or line separators ({code})"
+
+
+def hidden_at(session_id: str, index: int) -> bool:
+    """Whether the character at `index` is one a session id never has there: a format
+    character or line separator (Unicode categories Cf, Zl, Zp), but for a zero width
+    (non-)joiner between two characters it joins (`_JOINERS`)."""
+    char = session_id[index]
+    if unicodedata.category(char) not in _UNSEEN:
+        return False
+    if char not in _JOINERS or not 0 < index < len(session_id) - 1:
+        return True
+    neighbours = (session_id[index - 1], session_id[index + 1])
+    return not all(c > "\x7f" and unicodedata.category(c)[0] in "LMS" for c in neighbours)
 
 
 _UNSEEN = frozenset({"Cf", "Zl", "Zp"})
 """Unicode categories of characters a session id never has: format, line and paragraph
 separators."""
+_JOINERS = frozenset("\u200c\u200d")
+"""ZWNJ and ZWJ, format characters that words need: in Persian (U+200C between a word's
+parts), in Indic scripts (after a virama) and in emoji sequences (U+200D). Taken between two
+letters, marks or symbols beyond ASCII; next to ASCII, at an end or beside each other they
+join nothing a reader sees, and `a<ZWJ>b` would list as `ab`."""
