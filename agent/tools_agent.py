@@ -38,7 +38,7 @@ from pydantic import JsonValue
 from .agent_options import DEFAULT_SYSTEM_MESSAGE, AgentOptions
 from .batch_step import advance_together, in_turn
 from .call_order import StepCalls
-from .call_problems import call_problem
+from .call_problems import planned_calls
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
@@ -49,7 +49,7 @@ from .errors import (
     exceeds_context_window,
     fails_only_its_item,
 )
-from .handoff import Handoff, handed_off, kept_of_turn, one_handoff
+from .handoff import Handoff, handed_off, kept_of_turn
 from .memory import ChatMemory
 from .messages import AssistantMessage, ChatMessage, ToolDefinition, Usage, UserMessage
 from .model import ChatModel
@@ -77,11 +77,9 @@ from .protocol import (
 )
 from .resume_check import items_digest, resumed_state
 from .scratchpad import (
-    ERROR_PREFIX,
     build_steps,
     prompt_messages,
     renamed_calls_notice,
-    repeat_notice,
     scratchpad_messages,
     tool_usage,
     with_unique_call_ids,
@@ -236,16 +234,33 @@ class ToolsAgent:
         # An empty request when a batch just ended: the engine resumes at once with the next.
         return EngineRequest(actions=actions, metadata=metadata)
 
-    def stop(
+    async def stop(
         self, items: Sequence[AgentItem], response: EngineResponse | None, error: str
     ) -> AgentResult:
-        """End the run now: unfinished items fail with `error` and keep their steps so far."""
+        """End the run now, calling no model: an item that has its answer already (kept in
+        the run's progress because its save failed, or a handoff's) ends with it once its
+        session keeps the turn, as a resumed step ends it; the other unfinished items fail
+        with `error` and keep their steps so far.
+
+        Raises the memory's `AgentError` when such a turn cannot be saved: the run stops
+        where it was, its answer still kept in the progress for a resume. Raises
+        `StateError` for a response that is not of a run over `items`.
+        """
         state = resumed_state(items, response)
-        results = [
-            state.finished_items.get(index)
-            or ItemResult(error=error, steps=build_steps(response, index))
-            for index in range(len(items))
-        ]
+        finished = dict(state.finished_items)
+        for index, item in enumerate(items):
+            if index in finished:
+                continue
+            steps = build_steps(response, index)
+            answered = await self._answered(item, index, steps, response, state)
+            if answered is None:
+                finished[index] = ItemResult(error=error, steps=steps)
+            elif answered.interrupted is not None:
+                raise answered.interrupted
+            else:
+                assert answered.result is not None
+                finished[index] = answered.result
+        results = [finished[index] for index in range(len(items))]
         usage = state.usage + tool_usage(response)
         return AgentResult(items=results, usage=usage, iterations=state.iteration_count)
 
@@ -273,14 +288,9 @@ class ToolsAgent:
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
         steps, options = build_steps(response, index), self.options
-        unsaved = state.unsaved.get(index)
-        if unsaved is not None:  # answered before its save failed: only the save is retried
-            return await self._save(item, index, steps, unsaved, Usage(), called_model=False)
-        handoff = handed_off(response, index, steps, self._by_name, options.output)
-        if handoff is not None:  # the item's answer came: no model call
-            answer = AssistantMessage(content=handoff.output)
-            structured = NOT_AN_ANSWER if options.output is None else handoff.structured
-            return await self._finish(item, index, steps, answer, Usage(), structured, handoff)
+        answered = await self._answered(item, index, steps, response, state)
+        if answered is not None:
+            return answered
         if state.iterations.get(index, 0) >= self.options.max_iterations:
             return _Outcome(
                 steps,
@@ -361,6 +371,27 @@ class ToolsAgent:
                 failed = ItemResult(error=str(exc), steps=steps)
                 return _Outcome(steps, usage=usage, called_model=True, result=failed)
         return await self._finish(item, index, steps, answer, usage, value)
+
+    async def _answered(
+        self,
+        item: AgentItem,
+        index: int,
+        steps: list[ToolCallStep],
+        response: EngineResponse | None,
+        state: AgentRequestMetadata,
+    ) -> _Outcome | None:
+        """The outcome of an item whose answer needs no model call: one answered before its
+        save failed (only the save is made again), or one a handoff answered; else None."""
+        unsaved = state.unsaved.get(index)
+        if unsaved is not None:
+            return await self._save(item, index, steps, unsaved, Usage(), called_model=False)
+        output = self.options.output
+        handoff = handed_off(response, index, steps, self._by_name, output)
+        if handoff is None:
+            return None
+        answer = AssistantMessage(content=handoff.output)
+        structured = NOT_AN_ANSWER if output is None else handoff.structured
+        return await self._finish(item, index, steps, answer, Usage(), structured, handoff)
 
     def _refused(
         self,
@@ -462,6 +493,13 @@ class ToolsAgent:
             )
         return _Outcome(steps, usage=usage, called_model=called_model, result=turn.result)
 
+    def _plan(
+        self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]
+    ) -> tuple[list[ToolCallStep], list[Action]]:
+        return planned_calls(
+            answer, index, steps, self._by_name, self.tools, self._final_result, self.why_missing
+        )
+
     def _offered(self) -> Sequence[ToolDefinition]:
         output = self._final_result
         return self.tools if output is None else [*self.tools, output.tool()]
@@ -540,45 +578,6 @@ class ToolsAgent:
         key = self._key(index) or uuid.uuid4().hex
         messages = [UserMessage(content=item.prompt), *turn]
         await save_turn(self.memory, item.session_id, key, messages)
-
-    def _plan(
-        self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]
-    ) -> tuple[list[ToolCallStep], list[Action]]:
-        """Actions for the calls the engine must run; steps for those answered right here."""
-        by_name = self._by_name
-        answered: list[ToolCallStep] = []
-        actions: list[Action] = []
-        for n, call in enumerate(answer.tool_calls):
-            tool = by_name.get(call.name)
-            problem = call_problem(
-                call, tool, answer, self.tools, self._final_result, self.why_missing
-            )
-            earlier = answer.tool_calls[:n]
-            said = f"{ERROR_PREFIX}{problem}" if problem else repeat_notice(call, steps, earlier)
-            if said is not None or tool is None:
-                answered.append(
-                    ToolCallStep(
-                        tool_call_id=call.id,
-                        tool=call.name,
-                        tool_input=call.arguments,
-                        observation=said or "",
-                        message=answer,
-                        is_error=problem is not None,
-                    )
-                )
-                continue
-            actions.append(
-                Action.routed(
-                    node=tool.source_node,
-                    tool=call.name,
-                    arguments=dict(call.arguments),
-                    from_toolkit=tool.is_from_toolkit,
-                    tool_call_id=call.id,
-                    item_index=index,
-                )
-            )
-        actions, not_made = one_handoff(answer, actions, by_name)
-        return answered + not_made, actions
 
 
 @dataclass(slots=True)

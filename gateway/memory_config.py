@@ -156,9 +156,11 @@ def stores_keep_days(
     run_store: str | None = None,
 ) -> dict[str, float]:
     """How long each store (by the URL `open_memories` keys it by) keeps sessions not used,
-    where that is not for ever: several agents on one store, however each spells its URL
+    0 for ever: several agents on one store, however each spells its URL
     (`store_identity`), keep them as long as the longest of their `keep_days` (0, for ever,
-    is the longest), so no agent loses a session it keeps."""
+    is the longest), so no agent loses a session it keeps. Stores whose URLs do not tell
+    (a Redis by its Unix socket and by TCP) are told apart by their servers when pruned
+    (`pruning_sessions`), so every store is here, those kept for ever too."""
     kept: dict[str, tuple[str, float]] = {}  # by identity: a URL of it, and the days
     for own in agents.values():
         chosen = own or gateway or MemoryConfig()
@@ -170,7 +172,7 @@ def stores_keep_days(
         identity = store_identity(url, users=False)  # of any user: it may be their tables
         first, known = kept.get(identity, (url, days))
         kept[identity] = (first, max(known, days))
-    return {url: days for url, days in kept.values() if days != float("inf")}
+    return {url: 0 if days == float("inf") else days for url, days in kept.values()}
 
 
 def open_memories(

@@ -6,14 +6,15 @@ gives a SQLite file's freed space back."""
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Hashable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
 
 from agent import MemoryStoreError
-from agent.memory import SessionStore, SQLiteStore
+from agent.memory import SessionStore, SQLiteStore, store_key
 from toolkits import in_background
 
 __all__ = ["EVERY_SECONDS", "prune_sessions", "pruning_sessions"]
@@ -28,15 +29,24 @@ DAY_SECONDS = 86_400.0
 async def pruning_sessions(
     stores: Sequence[tuple[SessionStore, float]], *, every: float = EVERY_SECONDS
 ) -> AsyncGenerator[None]:
-    """While the block runs, delete each store's sessions not used for its days: at once
-    (before the block), then every `every` seconds. Failures are logged, not raised: the
-    next round deletes them."""
-    if not stores:
+    """While the block runs, delete each store's sessions not used for its days (0: kept
+    for ever): at once (before the block), then every `every` seconds. Stores of the same
+    data (`store_key`: one Redis by its Unix socket and by TCP) keep sessions as long as
+    the longest of their days. Failures are logged, not raised: the next round deletes
+    them."""
+    if all(not days for _, days in stores):
         yield
         return
 
     async def prune_all() -> None:
-        for store, days in stores:
+        try:
+            pruned = await _longest(stores)
+        except MemoryStoreError as exc:
+            # Which stores are one is not known: deleting by the shorter days could take
+            # sessions another agent keeps longer.
+            _log.warning("deleting unused sessions waits for the next round: %s", exc)
+            return
+        for store, days in pruned:
             try:
                 await prune_sessions(store, days)
             except MemoryStoreError as exc:
@@ -50,6 +60,20 @@ async def pruning_sessions(
     await prune_all()
     async with in_background(hourly, wait_started=False):
         yield
+
+
+async def _longest(
+    stores: Sequence[tuple[SessionStore, float]],
+) -> list[tuple[SessionStore, float]]:
+    """For each store's data, its first store and the longest of their days; none of what
+    is kept for ever. Raises `MemoryStoreError` when a server does not say which it is."""
+    longest: dict[Hashable, tuple[SessionStore, float]] = {}
+    for store, days in stores:
+        wanted = days or math.inf
+        data = await store_key(store)
+        first, known = longest.get(data, (store, wanted))
+        longest[data] = (first, max(known, wanted))
+    return [(store, days) for store, days in longest.values() if days != math.inf]
 
 
 async def prune_sessions(store: SessionStore, days: float) -> int:

@@ -189,7 +189,7 @@ class StepLoop:
             while True:
                 if request is None:
                     if context.budget.exceeded:
-                        outcome = agent.stop(state.items, response, context.budget.message())
+                        outcome = await agent.stop(state.items, response, context.budget.message())
                         break
                     try:
                         outcome = await agent.step(state.items, response)
@@ -212,7 +212,7 @@ class StepLoop:
                     # larger budget makes each call once.
                     stopped = context.budget.message()
                     not_run = _not_run(request, stopped, state)
-                    outcome = agent.stop(state.items, not_run, stopped)
+                    outcome = await agent.stop(state.items, not_run, stopped)
                     break
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None

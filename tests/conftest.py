@@ -9,7 +9,13 @@ from collections.abc import Iterator
 import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
 
-from tests.servers.databases import PostgresCluster, postgres_cluster, postgres_server, redis_server
+from tests.servers.databases import (
+    PostgresCluster,
+    RedisServer,
+    postgres_cluster,
+    postgres_server,
+    redis_server,
+)
 from tests.stopping import (
     pytest_runtest_call,
     pytest_runtest_setup,
@@ -65,6 +71,12 @@ def pg_cluster() -> Iterator[PostgresCluster]:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
+def redis_instance() -> Iterator[RedisServer]:
+    """A real Redis server for the whole session, by TCP and by its Unix socket."""
+    with redis_server() as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_instance: RedisServer) -> str:
+    return redis_instance.url

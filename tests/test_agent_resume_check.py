@@ -73,7 +73,7 @@ async def test_a_result_for_a_call_the_model_never_made_is_refused() -> None:
     )
     assert len(model.calls) == 1  # no turn invented, no model called
     with pytest.raises(StateError):
-        agent.stop(ITEM, response, "budget spent")
+        await agent.stop(ITEM, response, "budget spent")
 
 
 async def test_a_result_for_an_item_that_is_not_there_is_refused() -> None:

@@ -352,19 +352,23 @@ def test_sessions_show_a_models_escapes_as_text_and_line_up_wide_ids(
 def test_a_session_id_kept_before_invisible_characters_were_refused_is_listed_written_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`a\u200bb` was listed as `ab`, beside a real `ab`: two sessions that looked alike."""
+    """`a\u200bb` was listed as `ab`, beside a real `ab`: two sessions that looked alike.
+    A joiner a word or an emoji needs is listed as it is: it is part of what is seen."""
     file = tmp_path / "old.sqlite3"
+    technologist = "\U0001f469\u200d\U0001f4bb"
 
     async def keep() -> None:
         store = SQLiteStore(file)  # the store itself, as an older gateway kept them
-        for session_id in ("ab", "a\u200bb", "a\u2028b", "x\ufeff"):
+        for session_id in ("ab", "a\u200bb", "a\u2028b", "x\ufeff", "a\u200db", technologist):
             await store.append(session_id, "k", [UserMessage(content="hi")], [1])
         await store.aclose()
 
     anyio.run(keep)
     assert main(["sessions", "list", "--store", f"sqlite:///{file}"]) == 0
     listed = sorted(row.split(" ")[0] for row in capsys.readouterr().out.splitlines())
-    assert listed == ["a\\u200bb", "a\\u2028b", "ab", "x\\ufeff"]
+    assert listed == sorted(["a\\u200bb", "a\\u2028b", "ab", "x\\ufeff", "a\\u200db", technologist])
+    assert main(["sessions", "show", technologist, "--store", f"sqlite:///{file}"]) == 0
+    assert "hi" in capsys.readouterr().out
 
 
 def test_sessions_kept_in_a_named_store_are_found_there(

@@ -710,6 +710,10 @@ def test_a_local_tool_is_called_without_waiting_for_a_server_that_hangs(tmp_path
     assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
 
 
+JOINER = "a session id has a zero width joiner or non-joiner"
+JOINED = "only between two letters, marks or symbols beyond ASCII"
+
+
 def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = write_script(tmp_path / "answers.json", [{"content": "never asked"}])
     state = ["--state-dir", str(tmp_path / "state")]
@@ -729,6 +733,12 @@ def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
         ),
         ("a\u2028b", "a session id has no invisible format characters or line separators (U+2028)"),
         ("a\u2029b", "a session id has no invisible format characters or line separators (U+2029)"),
+        ("a\u2067b", "a session id has no invisible format characters or line separators (U+2067)"),
+        ("a\x00b", "a session id has no control characters"),
+        # A joiner joins letters, marks or symbols beyond ASCII: `a<ZWJ>b` would list as `ab`
+        ("a\u200db", f"{JOINER} (U+200D) {JOINED}"),
+        ("\u0645\u06cc\u200c", f"{JOINER} (U+200C) {JOINED}"),  # at the end: joins nothing
+        ("\U0001f469\u200d\u200d\U0001f4bb", f"{JOINER} (U+200D) {JOINED}"),
     ):
         for command in (
             [*run, "--session", bad],

@@ -19,7 +19,12 @@ from gateway.config import (
     with_default_agent,
 )
 from gateway.errors import ConfigError
-from gateway.memory_config import MemoryConfig, open_memories, stores_keep_days
+from gateway.memory_config import (
+    MemoryConfig,
+    default_memory_url,
+    open_memories,
+    stores_keep_days,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -698,9 +703,10 @@ def test_a_store_shared_by_agents_keeps_sessions_as_long_as_the_longest_asks() -
     elsewhere = MemoryConfig(url="sqlite:////other.db", keep_days=7)
     assert stores_keep_days(shared, {"a": None, "b": longer}) == {"sqlite:////m.db": 90}
     assert stores_keep_days(shared, {"a": None, "b": forever, "c": elsewhere}) == {
-        "sqlite:////other.db": 7
+        "sqlite:////m.db": 0,  # for ever: still told, for servers that say they are one
+        "sqlite:////other.db": 7,
     }
-    assert stores_keep_days(None, {"a": None}) == {}
+    assert stores_keep_days(None, {"a": None}) == {default_memory_url(): 0}
 
 
 def test_one_store_spelled_two_ways_is_one_store(
@@ -712,10 +718,11 @@ def test_one_store_spelled_two_ways_is_one_store(
     pg = "postgresql://gw:secret@127.0.0.1:5432/gw"
     short = MemoryConfig(url=pg, keep_days=1)
     forever = MemoryConfig(url="postgres://gw@localhost/gw")
-    assert stores_keep_days(None, {"a": short, "b": forever}) == {}
+    assert stores_keep_days(None, {"a": short, "b": forever}) == {pg: 0}
     other_user = MemoryConfig(url="postgresql://reader@localhost/gw", keep_days=2)
     assert stores_keep_days(None, {"a": short, "b": other_user}) == {pg: 2}
-    assert stores_keep_days(None, {"a": short, "c": MemoryConfig(url=f"{pg}x")}) == {pg: 1}
+    other_database = MemoryConfig(url=f"{pg}x")
+    assert stores_keep_days(None, {"a": short, "c": other_database}) == {pg: 1, f"{pg}x": 0}
     # Its Unix socket is the same local server (libpq's default socket, with no host, too).
     monkeypatch.delenv("PGHOST", raising=False)
     for socket in (
@@ -723,11 +730,15 @@ def test_one_store_spelled_two_ways_is_one_store(
         "postgresql:///gw?host=/run/postgresql&user=gw",
         "postgresql:///gw?user=gw",
     ):
-        assert stores_keep_days(None, {"a": short, "b": MemoryConfig(url=socket)}) == {}, socket
+        assert stores_keep_days(None, {"a": short, "b": MemoryConfig(url=socket)}) == {pg: 0}
     on_other_port = MemoryConfig(url="postgresql://gw@%2Frun%2Fpostgresql:5433/gw")
-    assert stores_keep_days(None, {"a": short, "b": on_other_port}) == {pg: 1}
+    assert stores_keep_days(None, {"a": short, "b": on_other_port}) == {
+        pg: 1,
+        on_other_port.url: 0,
+    }
     redis = MemoryConfig(url="redis://127.0.0.1:6379/0", keep_days=1)
-    assert stores_keep_days(None, {"a": redis, "b": MemoryConfig(url="redis://localhost")}) == {}
+    kept = stores_keep_days(None, {"a": redis, "b": MemoryConfig(url="redis://localhost")})
+    assert kept == {"redis://127.0.0.1:6379/0": 0}
 
     file = tmp_path / "sub" / "m.db"
     spelled = [f"sqlite:///{file}", f"sqlite:///{tmp_path}//sub/../sub/m.db"]

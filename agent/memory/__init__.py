@@ -7,7 +7,16 @@ modules (`postgres_store`, `redis_store`) import their drivers only when used.
 
 from ._private import private_sqlite_file
 from ._read_only import read_only_sqlite
-from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
+from .base import (
+    ChatMemory,
+    History,
+    SessionInfo,
+    SessionStore,
+    SharedStore,
+    StoredTurn,
+    Summary,
+    store_key,
+)
 from .in_process import InProcessStore
 from .session_locks import OnWait
 from .session_memory import DEFAULT_TURNS, SessionMemory
@@ -27,6 +36,7 @@ __all__ = [
     "SessionInfo",
     "SessionMemory",
     "SessionStore",
+    "SharedStore",
     "StoredTurn",
     "Summary",
     "count_tokens",
@@ -35,6 +45,7 @@ __all__ = [
     "read_only_sqlite",
     "select_window",
     "store_from_url",
+    "store_key",
     "store_url_problem",
     "summarise",
 ]

@@ -10,7 +10,7 @@ which only keeps turns and summaries in order.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -25,8 +25,11 @@ __all__ = [
     "History",
     "SessionInfo",
     "SessionStore",
+    "SharedStore",
     "StoredTurn",
     "Summary",
+    "hidden_at",
+    "store_key",
 ]
 
 
@@ -165,6 +168,26 @@ class SessionStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SharedStore(Protocol):
+    """A store that other URLs may name too (a server's Unix socket and its TCP port, two
+    host names): it asks its server which data it keeps, so memories over any of its names
+    hold a session as one (`SessionMemory.hold`)."""
+
+    async def identity(self) -> Hashable:
+        """What names the data this store keeps, the same for every client that reaches it.
+        Raises `agent.errors.MemoryStoreError` when the server does not say."""
+        ...
+
+
+async def store_key(store: SessionStore) -> Hashable:
+    """What names the data `store` keeps: what its server says (`SharedStore`), else the
+    store object itself. Raises `agent.errors.MemoryStoreError` when the server does not say."""
+    if isinstance(store, SharedStore):
+        return await store.identity()
+    return id(store)
+
+
 def session_key_error(session_id: str) -> str | None:
     """Why `session_id` cannot name a session, or None."""
     if not session_id or len(session_id) > 256:
@@ -173,15 +196,36 @@ def session_key_error(session_id: str) -> str | None:
         return "a session id has no control characters"
     # Invisible (U+200B, U+FEFF), reordering (U+202E) or breaking the line (U+2028): two ids
     # that look alike in a listing, or one that cannot be typed to delete it.
-    unseen = next((c for c in session_id if unicodedata.category(c) in _UNSEEN), None)
-    if unseen is not None:
+    unseen = next((i for i in range(len(session_id)) if hidden_at(session_id, i)), None)
+    if unseen is None:
+        return None
+    code = f"U+{ord(session_id[unseen]):04X}"
+    if session_id[unseen] in _JOINERS:
         return (
-            "a session id has no invisible format characters or line separators "
-            f"(U+{ord(unseen):04X})"
+            f"a session id has a zero width joiner or non-joiner ({code}) only between two "
+            "letters, marks or symbols beyond ASCII (an emoji sequence, a Persian or Indic word)"
         )
-    return None
+    return f"a session id has no invisible format characters or line separators ({code})"
+
+
+def hidden_at(session_id: str, index: int) -> bool:
+    """Whether the character at `index` is one a session id never has there: a format
+    character or line separator (Unicode categories Cf, Zl, Zp), but for a zero width
+    (non-)joiner between two characters it joins (`_JOINERS`)."""
+    char = session_id[index]
+    if unicodedata.category(char) not in _UNSEEN:
+        return False
+    if char not in _JOINERS or not 0 < index < len(session_id) - 1:
+        return True
+    neighbours = (session_id[index - 1], session_id[index + 1])
+    return not all(c > "\x7f" and unicodedata.category(c)[0] in "LMS" for c in neighbours)
 
 
 _UNSEEN = frozenset({"Cf", "Zl", "Zp"})
 """Unicode categories of characters a session id never has: format, line and paragraph
 separators."""
+_JOINERS = frozenset("\u200c\u200d")
+"""ZWNJ and ZWJ, format characters that words need: in Persian (U+200C between a word's
+parts), in Indic scripts (after a virama) and in emoji sequences (U+200D). Taken between two
+letters, marks or symbols beyond ASCII; next to ASCII, at an end or beside each other they
+join nothing a reader sees, and `a<ZWJ>b` would list as `ab`."""

@@ -9,13 +9,13 @@ Needs `pip install 'agent-gateway[redis]'`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TypeVar, cast
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from ..errors import MemoryStoreError, MemoryWriteUnknown
@@ -23,6 +23,7 @@ from ..messages import ChatMessage
 from ..url_credentials import driver_said, redacted
 from ._asyncio_only import check_asyncio
 from .base import SessionInfo, StoredTurn, Summary
+from .urls import store_identity
 
 __all__ = ["RedisStore"]
 
@@ -90,6 +91,7 @@ class RedisStore:
         self._prefix = prefix
         self._client: Redis | None = None
         self._lock = anyio.Lock()
+        self._identity: Hashable | None = None
 
     def __repr__(self) -> str:
         return f"RedisStore({redacted(self._url)!r})"
@@ -221,8 +223,27 @@ class RedisStore:
 
         return await self._run(prune)
 
+    async def identity(self) -> Hashable:
+        """The data this store keeps, as its server says: the server's `run_id` (new each
+        time it starts), the database and the key prefix, so its Unix socket and its TCP
+        port, any host name and any user are one store (`SharedStore`). Asked once per
+        client; a user that may not ask (an ACL without INFO) has the URL's identity."""
+        if self._identity is None:
+
+            async def ask(redis: Redis) -> Hashable:
+                try:
+                    info = await redis.info("server")  # pyright: ignore[reportUnknownMemberType]
+                except ResponseError:  # refused, not unanswered: the URL is all it knows
+                    return ("redis", store_identity(self._url), self._prefix)
+                database = int(redis.connection_pool.connection_kwargs.get("db") or 0)
+                return ("redis", str(info["run_id"]), database, self._prefix)
+
+            self._identity = await self._run(ask)
+        return self._identity
+
     async def aclose(self) -> None:
         async with self._lock:
+            self._identity = None  # a client made later may find another server there
             if self._client is not None:
                 client, self._client = self._client, None
                 with anyio.CancelScope(shield=True):

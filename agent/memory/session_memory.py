@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, Collection, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage, SystemMessage
-from .base import History, SessionStore, StoredTurn, Summary, session_key_error
+from .base import History, SessionStore, StoredTurn, Summary, session_key_error, store_key
 from .session_locks import OnWait, SessionLocks
 from .summary import SUMMARY_INPUT_TOKENS
 from .window import count_tokens, estimate_tokens, for_history, select_window
@@ -140,8 +140,17 @@ class SessionMemory:
         self, session_ids: Collection[str], on_wait: OnWait | None = None
     ) -> AbstractAsyncContextManager[None]:
         """Hold `session_ids` for one run's turns (see `agent.memory.session_locks`): the
-        store is part of the key, so memories over one store share the sessions' locks."""
-        return _LOCKS.holding([(id(self.store), s) for s in session_ids], on_wait)
+        store is part of the key, so memories over one store share the sessions' locks,
+        also over two store objects of one server's data (`SharedStore`)."""
+        return self._holding(session_ids, on_wait)
+
+    @asynccontextmanager
+    async def _holding(
+        self, session_ids: Collection[str], on_wait: OnWait | None
+    ) -> AsyncGenerator[None]:
+        store = await _lock_key(self.store)
+        async with _LOCKS.holding([(store, s) for s in session_ids], on_wait):
+            yield
 
     async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:
         _check(session_id)
@@ -152,6 +161,15 @@ class SessionMemory:
         tokens = estimate_tokens(SystemMessage(content=f"{SUMMARY_HEADING}\n{text}"))
         summary = Summary(through=through, text=text, tokens=tokens, created_at=time.time())
         await self.store.put_summary(session_id, summary)
+
+
+async def _lock_key(store: SessionStore) -> Hashable:
+    """The store's part of a session lock's key (`store_key`). A server that does not say
+    holds nothing up: the turn's own read of its history says what is wrong."""
+    try:
+        return await store_key(store)
+    except MemoryStoreError:
+        return id(store)
 
 
 def _check(session_id: str) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import unicodedata
 
 import anyio
 from rich.cells import cell_len
 
 from agent import AssistantMessage, MemoryStoreError, ToolMessage, UserMessage
 from agent.memory import SessionInfo, SessionStore, SQLiteStore
+from agent.memory.base import hidden_at
 from agent.memory.postgres_store import PostgresStore
 from toolkits.printable import printable
 
@@ -214,8 +214,8 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
         # Padded to its cells, not its characters: a wide (CJK) id keeps the columns in line.
         # One kept before such ids were refused shows its invisible characters written out.
         seen = "".join(
-            f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cf", "Zl", "Zp") else c
-            for c in info.session_id
+            f"\\u{ord(c):04x}" if hidden_at(info.session_id, i) else c
+            for i, c in enumerate(info.session_id)
         )
         shown = seen + " " * (32 - cell_len(seen))
         line = f"{shown} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}"

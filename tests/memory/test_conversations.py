@@ -49,7 +49,7 @@ from agent.memory.redis_store import RedisStore
 from agent.model import TokenCallback
 from agent.models import OpenAICompatibleModel
 from agent.tools_agent import WarningCallback
-from gateway import AgentSpec, Gateway
+from gateway import AgentSpec, Gateway, RunState
 from tests.models.support import FakeProvider, json_response
 from tests.models.test_openai import call as calling
 from tests.models.test_openai import completion
@@ -214,6 +214,71 @@ async def test_a_save_redis_did_not_answer_in_time_may_be_kept_and_is_kept_once(
     await store.delete("s")
     await store.aclose()
     await admin.aclose()
+
+
+async def test_a_run_its_budget_stops_still_ends_an_answered_turn_with_its_kept_answer(
+    tmp_path: Path,
+) -> None:
+    """The answer that spent the run's token budget could not be saved (its SQLite file
+    locked by another process): resumed on the same budget, the run failed the item with the
+    budget's message and the answer was lost, though saving it calls no model. Stopping the
+    run now saves the turn and ends the item with the kept answer, as any resume does; a save
+    that fails again leaves the run as it was, its answer kept for the next resume."""
+    path = tmp_path / "memory.sqlite3"
+    store = ImpatientSQLiteStore(path)
+    await store.turns("s")  # its tables made
+    stored: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        stored.append(RunState.model_validate_json(state.model_dump_json()))
+
+    def gateway(model: ScriptedModel) -> Gateway:
+        spec = AgentSpec("a", model, token_budget=10)
+        return Gateway([], [spec], memory=SessionMemory(store))
+
+    question = " ".join(["word"] * 40)  # the scripted model counts words as tokens
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # a `sqlite3` shell holds its write lock
+        with pytest.raises(MemoryStoreError, match="this turn was not saved"):
+            await gateway(ScriptedModel(["Kept."])).run(
+                "a", question, session_id="s", checkpoint=keep
+            )
+        stopped = stored[-1]
+        assert stopped.request is not None
+        assert 0 in stopped.request.metadata.unsaved
+        with pytest.raises(MemoryStoreError, match="this turn was not saved"):
+            await gateway(ScriptedModel([])).resume(stopped, checkpoint=keep)
+    assert stored[-1] == stopped  # nothing written over the answer it keeps
+    assert await store.turns("s") == []
+
+    untouched = ScriptedModel([])  # any call raises: it has no answer to give
+    resumed = await gateway(untouched).resume(stopped, checkpoint=keep)
+    assert (resumed.output, resumed.error, untouched.calls) == ("Kept.", None, [])
+    turns = await store.turns("s")
+    assert [t.key for t in turns] == [f"{stopped.run_id}:0"]
+    assert [m.content for m in turns[0].messages] == [question, "Kept."]
+    again = await gateway(untouched).resume(stopped)  # the budget keeps it resumable
+    assert (again.output, len(await store.turns("s"))) == ("Kept.", 1)
+    await store.aclose()
+
+
+async def test_a_handoffs_answer_that_spends_the_budget_is_the_items_answer() -> None:
+    """The specialist answered and so spent the run's budget: the item failed with the
+    budget's message, though its answer needs no further model call (as a resumed run
+    ends it). It now ends with that answer, kept in the session as the lead's turn."""
+    memory = SessionMemory(InProcessStore())
+    handing = call("counter")
+    answer = " ".join(["counted"] * 200)  # the scripted model counts words as tokens
+    lead = ScriptedModel([handing])
+    agents = [
+        AgentSpec("triage", lead, handoffs=["counter"], token_budget=150),
+        AgentSpec("counter", ScriptedModel([answer])),
+    ]
+    result = await Gateway([], agents, memory=memory).run("triage", "Count it.", session_id="s")
+    assert (result.output, result.error, len(lead.calls)) == (answer, None, 1)
+    assert result.usage.total_tokens >= 150
+    turns = await memory.store.turns("s")
+    assert [m.content for m in turns[0].messages] == ["Count it.", answer]
 
 
 async def test_a_session_the_store_cannot_read_stops_the_step_before_the_model_is_called() -> None:

@@ -3,6 +3,7 @@ before it, and the stored conversation reads in order."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 import anyio
@@ -16,10 +17,12 @@ from agent import (
     SessionMemory,
     ToolDefinition,
 )
+from agent.memory.redis_store import RedisStore
 from agent.memory.session_locks import SessionLocks
 from agent.model import TokenCallback
 from gateway import AgentSpec, Gateway
 from gateway.trace import TraceEvent
+from tests.servers.databases import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -75,6 +78,58 @@ async def test_a_second_turn_on_a_busy_session_waits_and_sees_the_first() -> Non
     stored = await memory.store.turns("s")
     assert [t.messages[0].content for t in stored] == ["q1", "q2"]
     assert (await gateway.run("a", "q3", session_id="other")).output == "a3"
+
+
+async def test_one_redis_by_its_socket_and_by_tcp_holds_a_session_as_one(
+    redis_instance: RedisServer,
+) -> None:
+    """Two agents keep memory in one Redis, one by its Unix socket and one by TCP: no URL
+    says they are one server, so each had its own session locks, and turns of both on one
+    session went at once, the second missing the first. The server says which data it keeps
+    (its run id, the database, the prefix): the second turn waits and sees the first.
+    Another database or prefix of that server is another store."""
+    prefix = f"test-{uuid.uuid4().hex}"
+    by_tcp = RedisStore(redis_instance.url, prefix=prefix)
+    by_socket = RedisStore(redis_instance.socket_url, prefix=prefix)
+    others = [
+        RedisStore(redis_instance.url.removesuffix("/0") + "/1", prefix=prefix),
+        RedisStore(redis_instance.socket_url, prefix=f"{prefix}-other"),
+    ]
+    held = HeldModel(["a1"])
+    later = ScriptedModel(["b1"])
+    agents = [
+        AgentSpec("a", held, memory=SessionMemory(by_tcp)),
+        AgentSpec("b", later, memory=SessionMemory(by_socket)),
+    ]
+    gateway = Gateway([], agents)
+    waiting = anyio.Event()
+
+    async def noticed(event: TraceEvent) -> None:
+        said = event.output if isinstance(event.output, dict) else {}
+        if event.phase == "note" and "has a turn in progress" in str(said.get("warning")):
+            waiting.set()
+
+    async def turn(agent: str, prompt: str) -> None:
+        await gateway.run(agent, prompt, session_id="s", hooks=[noticed])
+
+    try:
+        with anyio.fail_after(20):
+            identities = [await store.identity() for store in (by_tcp, by_socket, *others)]
+            assert identities[0] == identities[1]
+            assert len(set(identities[1:])) == 3
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(turn, "a", "q1")
+                await held.entered.wait()
+                tg.start_soon(turn, "b", "q2")
+                await waiting.wait()  # b's turn waits for a's: it has not loaded yet
+                assert later.calls == []
+                held.release.set()
+        assert [m.content for m in later.calls[0][0][1:]] == ["q1", "a1", "q2"]
+        assert [t.messages[0].content for t in await by_socket.turns("s")] == ["q1", "q2"]
+    finally:
+        await by_tcp.delete("s")
+        for store in (by_tcp, by_socket, *others):
+            await store.aclose()
 
 
 async def test_session_locks_go_when_unused_and_a_holder_may_hold_again() -> None:

@@ -26,6 +26,7 @@ from agent import AssistantMessage, MemoryStoreError, ToolCall, ToolMessage, Use
 from agent.errors import MemoryWriteUnknown
 from agent.memory import (
     InProcessStore,
+    SessionMemory,
     SessionStore,
     SQLiteStore,
     Summary,
@@ -86,6 +87,34 @@ async def test_turns_come_back_in_order_exactly_as_saved(store: SessionStore) ->
     assert [t.seq for t in await store.turns("s", after=1)] == [2]
     assert [t.seq for t in await store.turns("s", last=1)] == [2]
     assert await store.turns("nobody") == []
+
+
+JOINED_IDS = [
+    "\U0001f469\u200d\U0001f4bb",  # woman technologist: woman, ZWJ, laptop
+    "\U0001f3f3\ufe0f\u200d\U0001f308",  # rainbow flag: its ZWJ after a variation selector
+    "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",  # Persian "I want": ZWNJ between its parts
+    "\u0915\u094d\u200d\u0937",  # Devanagari ka, virama, ZWJ, ssa: a half form
+]
+
+
+async def test_session_ids_with_the_joiners_words_need_keep_their_turns(
+    store: SessionStore,
+) -> None:
+    """A Persian word, an Indic conjunct and an emoji sequence need U+200C or U+200D, which
+    session ids refused as invisible format characters. Each is its own session, kept,
+    listed and deleted as named; without its joiner, it is another session."""
+    memory = SessionMemory(store)
+    for n, session_id in enumerate(JOINED_IDS):
+        await memory.save(session_id, f"k{n}", turn(n))
+    for n, session_id in enumerate(JOINED_IDS):
+        history = await memory.load(session_id)
+        assert [m.content for m in history.messages] == [f"q{n}", f"a{n}"], session_id
+    assert sorted(info.session_id for info in await store.sessions()) == sorted(JOINED_IDS)
+    persian = JOINED_IDS[2]
+    assert (await memory.load(persian.replace("\u200c", ""))).messages == []
+    assert await store.delete(persian)
+    assert await store.turns(persian) == []
+    assert len(await store.sessions()) == len(JOINED_IDS) - 1
 
 
 async def test_a_long_session_is_read_a_part_at_a_time(store: SessionStore) -> None:

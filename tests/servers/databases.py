@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Generator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,6 +30,7 @@ import pytest
 __all__ = [
     "PG_USER",
     "PostgresCluster",
+    "RedisServer",
     "free_port",
     "missing",
     "postgres_cluster",
@@ -184,13 +186,30 @@ def postgres_server() -> Generator[str]:
         yield cluster.url
 
 
+SOCKET_PATH_MAX = 107
+"""The longest path a Unix-domain socket may have on Linux (`sun_path`, 108 bytes with NUL)."""
+
+
+@dataclass(frozen=True)
+class RedisServer:
+    url: str
+    """By TCP: `redis://127.0.0.1:PORT/0`."""
+    socket_url: str
+    """The same server by its Unix socket: `unix:///DIR/redis.sock?db=0`."""
+
+
 @contextmanager
-def redis_server() -> Generator[str]:
-    """A fresh redis-server with no persistence; yields its URL."""
+def redis_server() -> Generator[RedisServer]:
+    """A fresh redis-server with no persistence, on 127.0.0.1 and on a Unix socket (owner
+    only) in its temp dir (under /tmp where the temp dir's path is too long for one)."""
     binary = shutil.which("redis-server")
     if binary is None:
         missing("redis-server is not installed: apt-get install redis-server")
     directory = Path(tempfile.mkdtemp(prefix="agent-gateway-redis-"))
+    if len(str(directory / "redis.sock").encode()) > SOCKET_PATH_MAX:
+        shutil.rmtree(directory)
+        directory = Path(tempfile.mkdtemp(prefix="agent-gateway-redis-", dir="/tmp"))
+    socket_path = directory / "redis.sock"
     port = free_port()
     process = subprocess.Popen(
         [
@@ -207,6 +226,10 @@ def redis_server() -> Generator[str]:
             "no",
             "--daemonize",
             "no",
+            "--unixsocket",
+            str(socket_path),
+            "--unixsocketperm",
+            "700",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -215,7 +238,7 @@ def redis_server() -> Generator[str]:
         _wait_for_line(process, b"Ready to accept connections")
         # Keep reading its log, or a full pipe would stop the server.
         threading.Thread(target=_drain, args=(process,), daemon=True).start()
-        yield f"redis://127.0.0.1:{port}/0"
+        yield RedisServer(f"redis://127.0.0.1:{port}/0", f"unix://{socket_path}?db=0")
     finally:
         process.terminate()
         try:
