@@ -206,7 +206,11 @@ class TestAuthority:
         if self.options.issue_refresh_tokens:
             refresh = secrets.token_urlsafe(24)
             self.refresh[refresh] = RefreshToken(
-                token=refresh, client_id=client_id, scopes=scopes, resource=resource
+                token=refresh,
+                client_id=client_id,
+                scopes=scopes,
+                resource=resource,
+                subject="alice",
             )
         return OAuthToken(
             access_token=token,
@@ -281,18 +285,21 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
     prefix = options.issuer_path
 
     async def introspect(request: Request) -> JSONResponse:
-        """RFC 7662, for resource servers taking this server's (opaque) tokens."""
-        access = authority.access.get(str((await request.form()).get("token", "")))
-        if access is None or (access.expires_at is not None and access.expires_at < time.time()):
+        """RFC 7662, for resource servers taking this server's (opaque) tokens. A refresh
+        token is active too, as at most servers, its `token_type` saying what it is."""
+        token = str((await request.form()).get("token", ""))
+        found = authority.access.get(token) or authority.refresh.get(token)
+        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
             return JSONResponse({"active": False})
         claims = {
             "active": True,
-            "client_id": access.client_id,
-            "scope": " ".join(access.scopes),
-            "sub": access.subject,
-            "aud": access.resource,
+            "token_type": "Bearer" if token in authority.access else "refresh_token",
+            "client_id": found.client_id,
+            "scope": " ".join(found.scopes),
+            "sub": found.subject,
+            "aud": found.resource,
             "iss": issuer,
-            "exp": access.expires_at,
+            "exp": found.expires_at,
         }
         return JSONResponse({key: value for key, value in claims.items() if value is not None})
 
