@@ -1,6 +1,6 @@
 """`login` revokes the refresh token its new tokens replaced (RFC 7009), once they are stored,
 authenticated as the client it was issued to; a revocation that fails is a warning, never a
-failed login."""
+failed login. A token endpoint that does not answer is named, and changes nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import logging
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import anyio
 import pytest
+from mcp.client.auth import OAuthFlowError
 
 from tests.servers.oauth import AuthorityOptions, OAuthWorld, oauth_world
 from toolkits.mcp import McpServerConfig
@@ -95,3 +97,26 @@ async def test_tokens_of_a_client_the_server_forgot_are_not_revoked(
         assert world.authority.registrations == 2
         assert revocations(world) == []
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_a_token_endpoint_that_hangs_is_named_and_nothing_is_changed(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "oauth")
+    async with oauth_world() as world:
+        config = McpServerConfig(url=world.url)
+        await login("remote", config, mode="fetch", store=store)
+        before = await ServerTokens(store, "remote", world.url).load()
+        held = world.authority.token_held = anyio.Event()
+        try:
+            with anyio.fail_after(30), pytest.raises(OAuthFlowError) as raised:
+                await login("remote", config, mode="fetch", store=store, token_seconds=1)
+        finally:
+            held.set()
+        assert str(raised.value) == (
+            f"the token endpoint {world.authority.issuer}/token did not answer within 1 s; "
+            "nothing was changed: the stored authorization (if any) is as it was"
+        )
+        after = await ServerTokens(store, "remote", world.url).load()
+        assert after.tokens == before.tokens
+        assert revocations(world) == []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlencode
 
+import anyio
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
@@ -98,6 +99,8 @@ class TestAuthority:
         self.revoked: list[str] = []
         """Tokens revoked at the revocation endpoint (RFC 7009), in order."""
         self.token_failure: tuple[int, str] | None = None
+        self.token_held: anyio.Event | None = None
+        """While set and not yet set off, the token endpoint does not answer (it hangs)."""
         """While set, the token endpoint answers every request so: (status, OAuth error)."""
 
     # OAuthAuthorizationServerProvider
@@ -222,7 +225,8 @@ class TestAuthority:
 
 class _Recorded:
     """ASGI middleware keeping every HTTP request (method, path, headers, body), and failing
-    token requests while the authority says so (`token_failure`)."""
+    token requests while the authority says so (`token_failure`), or holding them
+    (`token_held`)."""
 
     def __init__(self, app: ASGIApp, seen: list[SeenRequest], authority: TestAuthority) -> None:
         self.app = app
@@ -243,6 +247,9 @@ class _Recorded:
                 body=body,
             )
         )
+        held = self.authority.token_held
+        if held is not None and scope["path"].endswith("/token"):
+            await held.wait()
         failure = self.authority.token_failure
         if failure is not None and scope["path"].endswith("/token"):
             status, error = failure

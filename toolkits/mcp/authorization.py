@@ -31,6 +31,7 @@ from .oauth import RedirectMode, oauth_for, uses_oauth
 from .oauth_clients import client_authentication, registered_client
 from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store
 from .stderr_tail import StderrTail
+from .token_requests import TOKEN_SECONDS
 from .tool_listing import ToolListing
 from .transport import config_transport
 
@@ -96,6 +97,7 @@ async def login(
     mode: RedirectMode = "browser",
     store: TokenStore | None = None,
     announce: Callable[[str], None] | None = None,
+    token_seconds: float = TOKEN_SECONDS,
 ) -> tuple[AuthorizationStatus, int]:
     """Authorise at server `name` now (a new authorization, even with tokens stored; they are
     replaced once the new ones arrive).
@@ -108,14 +110,28 @@ async def login(
     assert config.url is not None
     store = store or default_store()
     before = await ServerTokens(store, name, config.url).load()
-    provider = await oauth_for(name, config, mode=mode, store=store, announce=announce, fresh=True)
+    provider = await oauth_for(
+        name,
+        config,
+        mode=mode,
+        store=store,
+        announce=announce,
+        fresh=True,
+        token_seconds=token_seconds,
+    )
     transport = config_transport(
         config, name=name, log=log, stderr_tail=StderrTail(), auth=provider
     )
-    with anyio.fail_after(_LOGIN_SECONDS):
-        async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
-            # One tool the SDK refuses must not fail the login (`tool_listing`).
-            listed = await ToolListing(name, log=log, offered=_every).fetch(client)
+    try:
+        with anyio.fail_after(_LOGIN_SECONDS):
+            async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
+                # One tool the SDK refuses must not fail the login (`tool_listing`).
+                listed = await ToolListing(name, log=log, offered=_every).fetch(client)
+    except Exception as exc:
+        silent = provider.token_requests.silence(exc)  # a generic timeout: say where
+        if silent is None:
+            raise
+        raise silent from exc
     if not provider.authorized:
         raise ServerConfigError(f"MCP server {name!r} did not ask for authorisation")
     await _revoke_replaced(name, config, provider.tokens, before)  # bounded by its timeout
