@@ -289,6 +289,24 @@ async def test_a_failed_revocation_is_reported_and_the_tokens_are_still_forgotte
         assert world.authority.access  # still valid at the server, as the message says
 
 
+async def test_a_login_whose_old_refresh_token_cannot_be_revoked_warns_and_succeeds(
+    tmp_path: Path,
+) -> None:
+    async with oauth_world(AuthorityOptions(revocation="broken")) as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, err) == (0, "")
+        code, out, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, out.endswith("; 2 tools\n")) == (0, True), err
+        assert err == (
+            "WARNING toolkits.mcp.authorization: remote: could not revoke the refresh token "
+            f"this login replaced: {world.authority.issuer}/revoke answered HTTP 503 "
+            "(temporarily_unavailable); it stays valid at the authorization server until it "
+            "expires\n"
+        )
+
+
 async def test_login_opens_the_browser_and_takes_the_code_on_the_loopback_callback(
     tmp_path: Path,
 ) -> None:

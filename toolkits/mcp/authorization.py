@@ -4,8 +4,10 @@
 the authorization page itself (`fetch`); the tokens it gets land in the user's store, where
 every node reads them. It authorizes anew, asking for the scopes the stored token had and
 those a step-up wanted (`oauth`), and what was stored stays until the new tokens arrive: a
-login that fails, times out or is interrupted leaves the previous authorization in place. `status` says, per server, whether tokens are stored, until when, for
-which scopes. `logout` revokes a server's tokens at its authorization server (RFC 7009, when
+login that fails, times out or is interrupted leaves the previous authorization in place; once
+the new tokens are stored, the refresh token they replaced is revoked (RFC 7009), a failure
+of which is only a warning. `status` says, per server, whether tokens are stored, until when,
+for which scopes. `logout` revokes a server's tokens at its authorization server (RFC 7009, when
 it has a revocation endpoint) and forgets them and the registration.
 """
 
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 import anyio
 import httpx2
 from mcp import Client
+from mcp.shared.auth import OAuthClientInformationFull
 from mcp_types.version import LATEST_MODERN_VERSION
 
 from ..errors import ServerConfigError
@@ -28,6 +31,7 @@ from .oauth import RedirectMode, oauth_for, uses_oauth
 from .oauth_clients import client_authentication, registered_client
 from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store
 from .stderr_tail import StderrTail
+from .token_requests import TOKEN_SECONDS
 from .tool_listing import ToolListing
 from .transport import config_transport
 
@@ -93,6 +97,7 @@ async def login(
     mode: RedirectMode = "browser",
     store: TokenStore | None = None,
     announce: Callable[[str], None] | None = None,
+    token_seconds: float = TOKEN_SECONDS,
 ) -> tuple[AuthorizationStatus, int]:
     """Authorise at server `name` now (a new authorization, even with tokens stored; they are
     replaced once the new ones arrive).
@@ -104,16 +109,32 @@ async def login(
     config = _oauth_config(name, config)
     assert config.url is not None
     store = store or default_store()
-    provider = await oauth_for(name, config, mode=mode, store=store, announce=announce, fresh=True)
+    before = await ServerTokens(store, name, config.url).load()
+    provider = await oauth_for(
+        name,
+        config,
+        mode=mode,
+        store=store,
+        announce=announce,
+        fresh=True,
+        token_seconds=token_seconds,
+    )
     transport = config_transport(
         config, name=name, log=log, stderr_tail=StderrTail(), auth=provider
     )
-    with anyio.fail_after(_LOGIN_SECONDS):
-        async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
-            # One tool the SDK refuses must not fail the login (`tool_listing`).
-            listed = await ToolListing(name, log=log, offered=_every).fetch(client)
+    try:
+        with anyio.fail_after(_LOGIN_SECONDS):
+            async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
+                # One tool the SDK refuses must not fail the login (`tool_listing`).
+                listed = await ToolListing(name, log=log, offered=_every).fetch(client)
+    except Exception as exc:
+        silent = provider.token_requests.silence(exc)  # a generic timeout: say where
+        if silent is None:
+            raise
+        raise silent from exc
     if not provider.authorized:
         raise ServerConfigError(f"MCP server {name!r} did not ask for authorisation")
+    await _revoke_replaced(name, config, provider.tokens, before)  # bounded by its timeout
     return (await status(name, config, store=store)), len(listed)
 
 
@@ -196,35 +217,88 @@ async def logout(
 async def _revoke(name: str, config: McpServerConfig, entry: OAuthEntry) -> LogoutOutcome:
     """Revoke the refresh token (which may end the whole grant), then the access token."""
     assert entry.tokens is not None
+    target = _revocation_target(name, config, entry)
+    if isinstance(target, _NotRevoked):
+        failure, skipped = (target.why, None) if target.failed else (None, target.why)
+        return LogoutOutcome(name, forgotten=True, failure=failure, skipped=skipped)
+    tokens = entry.tokens
+    failure = await _revoke_tokens(
+        *target,
+        [("refresh_token", tokens.refresh_token), ("access_token", tokens.access_token)],
+    )
+    return LogoutOutcome(name, forgotten=True, revoked=failure is None, failure=failure)
+
+
+@dataclass(frozen=True, slots=True)
+class _NotRevoked:
+    why: str
+    failed: bool = False
+    """Revoking cannot be tried because of an error (else: there is nothing to revoke with)."""
+
+
+def _revocation_target(
+    name: str, config: McpServerConfig, entry: OAuthEntry
+) -> tuple[str, OAuthClientInformationFull] | _NotRevoked:
+    """The revocation endpoint `entry`'s authorization server names and the client its tokens
+    were issued to, or why revoking cannot be tried."""
     metadata = entry.server_metadata
     if metadata is None or metadata.revocation_endpoint is None:
         why = "no revocation endpoint" if metadata else "its metadata was not stored"
-        return LogoutOutcome(name, forgotten=True, skipped=f"the authorization server has {why}")
+        return _NotRevoked(f"the authorization server has {why}")
     try:
         client = registered_client(name, config, entry.client_info)
     except ServerConfigError as exc:
-        return LogoutOutcome(name, forgotten=True, failure=str(exc))
+        return _NotRevoked(str(exc), failed=True)
     if client is None:
-        return LogoutOutcome(name, forgotten=True, skipped="no client registration is stored")
-    endpoint = str(metadata.revocation_endpoint)
-    tokens = entry.tokens
+        return _NotRevoked("no client registration is stored")
+    return str(metadata.revocation_endpoint), client
+
+
+async def _revoke_tokens(
+    endpoint: str, client: OAuthClientInformationFull, tokens: list[tuple[str, str | None]]
+) -> str | None:
+    """Revoke each (hint, token) in order, stopping at the first failure; what failed, or None."""
     async with httpx2.AsyncClient(timeout=_REVOKE_SECONDS) as http:
-        for hint, token in (
-            ("refresh_token", tokens.refresh_token),
-            ("access_token", tokens.access_token),
-        ):
+        for hint, token in tokens:
             if token is None:
                 continue
             data, headers = client_authentication(client, {"token": token, "token_type_hint": hint})
             try:
                 response = await http.post(endpoint, data=data, headers=headers)
             except httpx2.HTTPError as exc:
-                why = f"{endpoint} did not answer ({type(exc).__name__}: {exc})"
-                return LogoutOutcome(name, forgotten=True, failure=why)
+                return f"{endpoint} did not answer ({type(exc).__name__}: {exc})"
             if response.status_code != 200:  # RFC 7009 §2.2: 200 even for an unknown token
-                why = f"{endpoint} answered HTTP {response.status_code}{_error_of(response)}"
-                return LogoutOutcome(name, forgotten=True, failure=why)
-    return LogoutOutcome(name, forgotten=True, revoked=True)
+                return f"{endpoint} answered HTTP {response.status_code}{_error_of(response)}"
+    return None
+
+
+async def _revoke_replaced(
+    name: str, config: McpServerConfig, tokens: ServerTokens, before: OAuthEntry
+) -> None:
+    """Revoke the refresh token a login's new tokens replaced (RFC 7009), authenticated as the
+    client of the entry `before` the login, with the authorization server's metadata as
+    stored now. A failure is a warning: the login itself succeeded."""
+    replaced, now = tokens.replaced, await tokens.load()
+    old = replaced.refresh_token if replaced is not None else None
+    if old is None or now.tokens is None or old == now.tokens.refresh_token:
+        return  # none, or the server handed the same one back: it is the new grant's
+    if tokens.client_forgotten:  # the server forgot that client, and its tokens with it
+        log.info("%s: the replaced tokens' client is no longer registered; not revoked", name)
+        return
+    target = _revocation_target(
+        name, config, before.model_copy(update={"server_metadata": now.server_metadata})
+    )
+    if isinstance(target, _NotRevoked):
+        log.info("%s: the replaced refresh token is not revoked: %s", name, target.why)
+        return
+    failure = await _revoke_tokens(*target, [("refresh_token", old)])
+    if failure is not None:
+        log.warning(
+            "%s: could not revoke the refresh token this login replaced: %s; it stays valid "
+            "at the authorization server until it expires",
+            name,
+            failure,
+        )
 
 
 def _error_of(response: httpx2.Response) -> str:

@@ -41,13 +41,12 @@ flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
 import webbrowser
 from collections.abc import AsyncGenerator, Callable
-from typing import Literal, cast
+from typing import Literal
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import anyio
@@ -81,6 +80,7 @@ from .oauth_lazy import LazyOAuth, is_step_up
 from .oauth_page import AuthorizationPageRefused, fetch_authorization, probe_authorization_page
 from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store, same_tokens
 from .server_requests import CallsInFlight
+from .token_requests import TOKEN_SECONDS, TokenRequests, oauth_error
 
 __all__ = [
     "OAUTH_REDIRECT_ENV",
@@ -152,10 +152,12 @@ async def oauth_for(
     announce: Callable[[str], None] | None = None,
     in_flight: CallsInFlight | None = None,
     fresh: bool = False,
+    token_seconds: float = TOKEN_SECONDS,
 ) -> McpOAuth:
     """The auth provider of node `name` (reads its stored registration for the callback port).
     In `refuse` mode, an authorization asked for during one of the node's calls `in_flight`
     is put to its caller when it can take it. `fresh`: a new authorization (`auth login`).
+    `token_seconds`: how long a token request may take (`token_requests`).
 
     Raises `ServerConfigError` for an unset client secret variable or a bad metadata document URL.
     """
@@ -188,6 +190,7 @@ async def oauth_for(
             announce=announce,
             in_flight=in_flight,
             fresh=fresh,
+            token_seconds=token_seconds,
         )
     except ValueError as exc:  # the SDK's check of the metadata document URL
         raise ServerConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
@@ -221,6 +224,7 @@ class McpOAuth(OAuthClientProvider):
         announce: Callable[[str], None] | None = None,
         in_flight: CallsInFlight | None = None,
         fresh: bool = False,
+        token_seconds: float = TOKEN_SECONDS,
     ) -> None:
         super().__init__(
             server_url,
@@ -251,6 +255,7 @@ class McpOAuth(OAuthClientProvider):
         """Re-authorizations asked for by 403 `insufficient_scope`, by the scope challenged."""
         self.authorized = False
         """Set once this provider obtained tokens through an authorization (not a refresh)."""
+        self.token_requests = TokenRequests(token_seconds)
         self._fresh = fresh
         self._more_scope: str | None = None
         """What a fresh authorization asks for beyond the challenge (module docstring)."""
@@ -294,6 +299,9 @@ class McpOAuth(OAuthClientProvider):
         endpoint = metadata.token_endpoint if metadata is not None else None
         return f"the token endpoint {endpoint}" if endpoint else "the authorization server"
 
+    def _bound(self, outgoing: httpx2.Request) -> httpx2.Request:
+        return self.token_requests.bound(outgoing, self._get_token_endpoint())
+
     def _refresh_due(self) -> bool:
         return not self.context.is_token_valid() and self.context.can_refresh_token()
 
@@ -335,7 +343,7 @@ class McpOAuth(OAuthClientProvider):
                 "refresh was malformed; the stored tokens are kept",
                 node=self.name,
             )
-        error = await _oauth_error(response)
+        error = await oauth_error(response)
         said = f"HTTP {response.status_code}" + (f" ({error})" if error else "")
         if error != "invalid_grant":
             refused = 400 <= response.status_code < 500
@@ -386,7 +394,8 @@ class McpOAuth(OAuthClientProvider):
                             await self._take_stored()
                             if self._refresh_due():
                                 waiting = f"an answer from {self._token_endpoint()} to a refresh"
-                                refreshed = yield await self._refresh_token()
+                                refreshed = yield self._bound(await self._refresh_token())
+                                self.token_requests.answered()
                                 waiting = ""
                                 await self._handle_refresh_response(refreshed)
                     except (anyio.get_cancelled_exc_class(), GeneratorExit):
@@ -399,7 +408,8 @@ class McpOAuth(OAuthClientProvider):
             try:
                 outgoing = await flow.__anext__()
                 while True:
-                    response = yield outgoing
+                    response = yield self._bound(outgoing)
+                    self.token_requests.answered()
                     answered = outgoing is request
                     if outgoing is request:
                         if response.status_code == 401:
@@ -586,13 +596,3 @@ def _state_of(url: str) -> str:
     if not state:
         raise OAuthFlowError("the authorization URL carries no state")
     return state[0]
-
-
-async def _oauth_error(response: httpx2.Response) -> str | None:
-    """The `error` of an OAuth error answer (RFC 6749 §5.2), if it names one."""
-    try:
-        body: object = json.loads(await response.aread())
-    except ValueError:
-        return None
-    error = cast(dict[str, object], body).get("error") if isinstance(body, dict) else None
-    return error if isinstance(error, str) else None

@@ -295,6 +295,11 @@ class ServerTokens:
         self._refreshing: OAuthToken | None = None
         self.refresh_dropped = False
         """The last refresh's tokens were not stored (`refreshing`)."""
+        self.replaced: OAuthToken | None = None
+        """The tokens an authorization's (not a refresh's) last replaced here: `auth login`
+        revokes their refresh token."""
+        self.client_forgotten = False
+        """The stored registration was dropped (`forget_client`): its tokens went with it."""
 
     async def load(self) -> OAuthEntry:
         raw = await anyio.to_thread.run_sync(self.store.read, self.key)
@@ -357,6 +362,7 @@ class ServerTokens:
         The tokens issued to it stay until new ones replace them: an authorization that fails
         leaves what was there."""
         await self.update(lambda entry: entry.model_copy(update={"client_info": None}))
+        self.client_forgotten = True
 
     async def drop_tokens(self, dead: OAuthToken) -> bool:
         """Drop the stored tokens if they are still `dead` (a refresh token the authorization
@@ -399,6 +405,8 @@ class ServerTokens:
             ):
                 self.refresh_dropped = True
                 return None
+            if refreshed is None and entry.tokens and not same_tokens(entry.tokens, tokens):
+                self.replaced = entry.tokens
             return entry.model_copy(update=fields)
 
         await self.update(store)

@@ -10,7 +10,8 @@
   before it came, not yet to be fetched again) the token may be signed by a key rotated in
   since, and is answered 503 until they may be.
 - An opaque token by introspection (RFC 7662) on one HTTP client, with the same audience and
-  time rules (`exp`, `nbf`, `iat`). Answers are kept a while (RFC 7662 §4 allows it), keyed
+  time rules (`exp`, `nbf`, `iat`). Either must be an access token: one its issuer says is
+  a refresh or ID token (`_an_access_token`) is refused. Answers are kept a while (RFC 7662 §4 allows it), keyed
   by the token's digest: an active token's up to a minute (never past its `exp`), an
   inactive one's 10 s, at most `introspections_kept` of them.
 
@@ -174,6 +175,7 @@ class OAuthTokens:
             else:
                 log.info("refused a bearer token: not a JWT, and no introspection endpoint")
                 return None
+            _an_access_token(claims)
             return self._access(token, claims)
         except TokenUnchecked as exc:  # an issuer unreachable is said at WARNING where it failed
             log.info("could not check a bearer token: %s", exc)
@@ -435,6 +437,29 @@ def _in_force(claims: Mapping[str, Any], now: float, leeway: float) -> None:
     for claim in ("nbf", "iat"):
         if claim in times and times[claim] - leeway > now:
             raise ValueError(f"the token is not yet valid ({claim})")
+
+
+_NOT_ACCESS_TOKENS = frozenset(
+    {
+        "refresh_token",
+        "urn:ietf:params:oauth:token-type:refresh_token",  # RFC 8693 §3
+        "urn:ietf:params:oauth:token-type:id_token",
+        "refresh",  # Keycloak's typ (and "offline", "id"), Cognito's token_use ("id")
+        "offline",
+        "id",
+        "id_token",
+    }
+)
+
+
+def _an_access_token(claims: Mapping[str, Any]) -> None:
+    """ValueError when a token's introspection answer or claims say it is another kind (a
+    refresh token, an ID token): its issuer vouches for it, but it grants no access. RFC
+    7662 names the kind `token_type`; Ory Hydra and Cognito `token_use`, Keycloak `typ`."""
+    for claim in ("token_type", "token_use", "typ"):
+        kind = claims.get(claim)
+        if isinstance(kind, str) and kind.strip().lower() in _NOT_ACCESS_TOKENS:
+            raise ValueError(f"the token is not an access token ({claim}: {kind:.60})")
 
 
 def _strings(value: object, claim: str) -> list[str]:
