@@ -537,7 +537,9 @@ class StepLoop:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
         if handing:  # whose answer it is: the agent it handed on to, if it did (`answered_by`)
             saver.update(handed_on=handed_on(saver.state, action.item_index, item.handoff))
-        return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
+        # An answer our model reads is capped as a tool's result; a handed-on one is the user's.
+        told = item.output if handing else inner.answer_for_caller(item.output)
+        return ActionResponse(action=action, data={"response": told}, usage=outcome.usage)
 
 
 def _not_run(request: EngineRequest, why: str, state: RunState) -> EngineResponse:
