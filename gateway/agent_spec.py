@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from agent import AgentItem, AgentOptions, ChatMemory, ChatModel
 from agent.system_prompt import SystemPrompt
 from toolkits import Tool
+from toolkits.observation import DEFAULT_MAX_CHARS, truncate
 
 from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
 from .approval import ApprovalRule
@@ -41,11 +42,18 @@ class AgentSpec:
     """Whether the agents it hands the conversation to read the conversation before the user's
     message (its session's earlier turns, or the item's history) and this agent's calls of the
     turn, with their results; False: the message alone."""
+    max_output: int = DEFAULT_MAX_CHARS
+    """Characters of its answer a calling agent's model reads, as of any tool's result."""
 
     def __post_init__(self) -> None:
         missing = [name for name in self.handoffs if name not in self.tools]
         if missing:  # a handoff is one of its tools: every use of `tools` sees it
             object.__setattr__(self, "tools", (*self.tools, *missing))
+
+    def answer_for_caller(self, answer: str | None) -> str | None:
+        """Its `answer` as a calling agent reads it (and its run records it): cut at
+        `max_output`, with the notice a cut tool result has."""
+        return answer if answer is None else truncate(answer, self.max_output)
 
     def tool_description(self) -> str:
         """What a caller (a model, an MCP client) reads of this agent as a tool."""

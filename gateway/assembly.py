@@ -226,6 +226,7 @@ def _agent_spec(
         approval=ApprovalRule(spec.require_approval, spec.require_approval_if_destructive),
         handoffs=spec.handoffs,
         handoff_history=spec.handoff_history,
+        max_output=spec.max_output,
     )
 
 

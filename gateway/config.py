@@ -134,6 +134,8 @@ class AgentConfig(Strict):
     and this agent's calls of the turn (false: the user's message alone, with the `context`
     this agent adds)."""
     max_iterations: int = Field(default=10, ge=1)
+    max_output: int = Field(default=DEFAULT_MAX_CHARS, gt=0)
+    """Characters of its answer a calling agent's model reads, as of a tool's result."""
     return_intermediate_steps: bool = False
     description: str = ""
     token_budget: int | None = Field(default=None, ge=1)

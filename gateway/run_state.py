@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from agent import (
+    Action,
     ActionResponse,
     AgentItem,
     AgentResult,
@@ -36,7 +37,7 @@ from agent.resume_check import check_request, check_response
 from agent.scratchpad import tool_usage
 
 from .errors import UnreadableRun
-from .journal import ScopedJournal
+from .journal import ScopedJournal, call_key
 
 __all__ = [
     "RUN_STATE_VERSION",
@@ -47,7 +48,9 @@ __all__ = [
     "RunState",
     "answered_by",
     "handed_on",
+    "not_offered",
     "spent",
+    "spent_in",
     "stored_result",
     "stored_state",
     "validation_problem",
@@ -197,6 +200,28 @@ def spent(state: RunState) -> Usage:
     for ended in state.finished.values():
         used += ended
     return used
+
+
+def spent_in(state: RunState, action: Action) -> Usage:
+    """What `action` had spent (an agent run as a tool, a server's sampling; nothing: not
+    begun, or nothing to spend)."""
+    key = call_key(action.item_index, action.tool_call_id)
+    child = state.children.get(key)
+    return spent(child) if child is not None else state.finished.get(key, Usage())
+
+
+def not_offered(action: Action, state: RunState) -> ActionResponse:
+    """`action`'s answer in a stored run resumed on a gateway that does not offer its tool:
+    the model is told why, and what the call had spent (an agent it was inside) stays
+    counted."""
+    child = state.children.get(call_key(action.item_index, action.tool_call_id))
+    why = (
+        f"tool {action.tool!r} is not offered by node {action.node!r}"
+        if child is None
+        else f"agent {child.agent!r}, which this call ran when the run stopped, is not in "
+        "this gateway now: the call did not finish"
+    )
+    return ActionResponse(action=action, error=why, usage=spent_in(state, action))
 
 
 class RunResult(BaseModel):

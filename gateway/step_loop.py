@@ -34,7 +34,6 @@ from agent import (
     StepInterrupted,
     StepPaused,
     ToolsAgent,
-    Usage,
 )
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
@@ -59,7 +58,16 @@ from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
-from .run_state import Checkpoint, RunSaver, RunState, answered_by, handed_on, spent
+from .run_state import (
+    Checkpoint,
+    RunSaver,
+    RunState,
+    answered_by,
+    handed_on,
+    not_offered,
+    spent,
+    spent_in,
+)
 from .sampling_model import SamplingModel, asked_together
 from .session_owners import owned_memory
 from .tool_definitions import ToolDefinitions
@@ -423,12 +431,13 @@ class StepLoop:
         tracer = context.tracer
         if tool is None or tool.source_node != action.node:
             # A stored run resumed on a gateway whose nodes changed: the model is told so.
+            gone = not_offered(action, saver.state)
             async with tracer.span(
                 "tool", action.tool, parent_id=parent_id, input=action.input,
                 call_id=action.tool_call_id,
             ) as span:  # fmt: skip
-                span.fail(f"tool {action.tool!r} is not offered by node {action.node!r}")
-            return ActionResponse(action=action, error=span.error)
+                span.fail(gone.error or "")
+            return gone
         arguments = action.arguments(from_toolkit=tool.is_from_toolkit)
         if action.node in self._gateway.agents:
             # An agent used as a tool resolves its run right here, inside this call. It takes
@@ -540,7 +549,9 @@ class StepLoop:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
         if handing:  # whose answer it is: the agent it handed on to, if it did (`answered_by`)
             saver.update(handed_on=handed_on(saver.state, action.item_index, item.handoff))
-        return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
+        # An answer our model reads is capped as a tool's result; a handed-on one is the user's.
+        told = item.output if handing else inner.answer_for_caller(item.output)
+        return ActionResponse(action=action, data={"response": told}, usage=outcome.usage)
 
 
 def _not_run(request: EngineRequest, why: str, state: RunState) -> EngineResponse:
@@ -549,7 +560,7 @@ def _not_run(request: EngineRequest, why: str, state: RunState) -> EngineRespons
     (`state.children`, `state.finished`) with what it spent."""
     return EngineResponse(
         action_responses=[
-            ActionResponse(action=action, error=why, usage=_spent_in(state, action))
+            ActionResponse(action=action, error=why, usage=spent_in(state, action))
             for action in request.actions
         ],
         metadata=request.metadata,
@@ -560,14 +571,6 @@ def _noted(response: ActionResponse, note: str | None) -> ActionResponse:
     """`response` with `note` to tell the model after it (a person's words with their
     approval), recorded with it: a resumed run tells the model the same."""
     return response.model_copy(update={"note": note}) if note else response
-
-
-def _spent_in(state: RunState, action: Action) -> Usage:
-    """What `action` had spent (an agent run as a tool, a server's sampling; nothing: not
-    begun, or nothing to spend)."""
-    key = call_key(action.item_index, action.tool_call_id)
-    child = state.children.get(key)
-    return spent(child) if child is not None else state.finished.get(key, Usage())
 
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:

@@ -23,7 +23,10 @@ from agent import (
 from gateway import AgentSpec, Gateway
 from gateway.cli import main
 from gateway.cli.items import ItemLines
+from gateway.cli.results import stopped_chain
+from gateway.errors import GatewayError
 from gateway.item_results import EMPTY_ANSWER
+from gateway.run_state import RunState
 from toolkits import FunctionToolkit, function_tool
 
 TOOLS = (
@@ -221,3 +224,19 @@ def test_an_unstored_run_interrupted_prints_the_json_object_it_promised(
     assert shown["output"] is None
     assert shown["error"].startswith("interrupted: the run was not stored")
     assert shown["steps"] == [] or shown["steps"][0]["tool"] == "interrupt"
+
+
+def test_an_interrupted_runs_stopped_in_goes_as_far_down_as_its_sub_agents_in_flight_agree() -> (
+    None
+):
+    def run(agent: str, *children: RunState) -> RunState:
+        below = {f"0 c{n}": child for n, child in enumerate(children)}
+        return RunState(run_id="r", agent=agent, items=[AgentItem(prompt="q")], children=below)
+
+    interrupted = GatewayError("interrupted")
+    deep = run("top", run("mid", run("leaf"), run("leaf")))
+    apart = run("top", run("mid", run("leaf"), run("other")))
+    assert stopped_chain(interrupted, deep, "stopped") == ["top", "mid", "leaf"]
+    assert stopped_chain(interrupted, apart, "stopped") == ["top", "mid"]
+    assert stopped_chain(interrupted, run("top", run("a"), run("b")), "stopped") is None
+    assert stopped_chain(interrupted, deep, "failed") is None  # not stored: it has ended

@@ -18,6 +18,7 @@ from agent import (
     ScriptedCall,
     ScriptedModel,
     ScriptExhausted,
+    ToolMessage,
     Usage,
 )
 from gateway import AgentSpec, Gateway, RunState, TraceEvent
@@ -131,3 +132,39 @@ async def test_saves_side_by_side_leave_the_latest_state_as_the_last_written() -
 def _response(call_id: str, usage: Usage) -> ActionResponse:
     action = Action(node="helper", input={}, tool_call_id=call_id, item_index=0, tool="helper")
     return ActionResponse(action=action, data={"response": "ok"}, usage=usage)
+
+
+async def test_a_run_resumed_without_the_sub_agent_it_stopped_in_keeps_what_that_spent() -> None:
+    """`broken` had made a model call when the run stopped inside it; resumed on a gateway
+    without `broken` (`resume --force` on a changed config), its call is answered with why,
+    and its model call stays counted."""
+    billed = Usage()
+
+    async def bill(event: TraceEvent) -> None:
+        nonlocal billed
+        if event.kind == "model" and event.phase == "end" and isinstance(event.output, dict):
+            billed += Usage.model_validate(event.output["usage"])
+
+    stored: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        stored.append(state)
+
+    broken = ScriptedModel([ScriptedAnswer(tool_calls=[ScriptedCall(name="nothing")])])
+    gateway = team(ScriptedModel([BOTH]), ScriptedModel(["42"]), broken)
+    journal = Journal()
+    start = RunState(run_id="r1", agent="top", items=[AgentItem(prompt="go")])
+    with anyio.fail_after(10), pytest.raises(ScriptExhausted):
+        await gateway.resume(start, checkpoint=keep, journal=journal, hooks=[bill])
+    assert billed.requests == 3  # top's, math's and broken's first
+    top = ScriptedModel(["done"])
+    without = Gateway([], [AgentSpec("top", top, tools=["math"]), AgentSpec("math", top)])
+    with anyio.fail_after(10):
+        result = await without.resume(stored[-1], journal=journal, hooks=[bill])
+    assert result.output == "done"
+    assert result.usage == billed  # was less: broken's call vanished
+    told = [m.content for m in top.calls[0][0] if isinstance(m, ToolMessage)]
+    assert told[1] == (
+        "Error: agent 'broken', which this call ran when the run stopped, is not in this "
+        "gateway now: the call did not finish"
+    )

@@ -18,7 +18,14 @@ from ..run_state import RunResult, RunState, spent
 from .exits import FAILED, OK
 from .output import result_json, result_stdout
 
-__all__ = ["ended_status", "print_result", "run_error_json", "run_json", "so_far"]
+__all__ = [
+    "ended_status",
+    "print_result",
+    "run_error_json",
+    "run_json",
+    "so_far",
+    "stopped_chain",
+]
 
 
 def print_result(
@@ -104,7 +111,7 @@ def run_error_json(
         "status": status,
         "output": None,
         "error": str(exc),
-        "stopped_in": list[JsonValue](chain) if (chain := stopped_in(exc)) else None,
+        "stopped_in": stopped_chain(exc, state, status),
         "usage": usage,
         "iterations": iterations,
         "steps": steps_json(steps),
@@ -112,6 +119,30 @@ def run_error_json(
         **more,
     }
     return result_json(shown)
+
+
+def stopped_chain(
+    exc: BaseException, state: RunState | None, status: str
+) -> list[JsonValue] | None:
+    """`stopped_in` of a run that ended before it returned: the agents down to the sub-agent
+    whose run `exc` stopped, or for a run interrupted (Ctrl-C, a signal: `exc` says nothing
+    of where), down to the sub-agent its last checkpoint (`state`) was inside (several side
+    by side: as far down as they go together). None: its own agent's run."""
+    chain = stopped_in(exc)
+    if chain is None and status == "stopped" and state is not None:
+        chain = _inside(state)
+    return list[JsonValue](chain) if chain is not None and len(chain) > 1 else None
+
+
+def _inside(state: RunState) -> list[str]:
+    """`state`'s agent and the agents of its runs in flight below it that all of them share."""
+    below = [_inside(child) for child in state.children.values()]
+    shared: list[str] = []
+    for agents in zip(*below, strict=False):
+        if len(set(agents)) > 1:
+            break
+        shared.append(agents[0])
+    return [state.agent, *shared]
 
 
 def so_far(

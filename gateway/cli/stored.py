@@ -38,7 +38,6 @@ from ..errors import (
     StoreGone,
     StoreUnavailable,
     UnknownRun,
-    stopped_in,
 )
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import (
@@ -65,7 +64,7 @@ from .exits import BAD_INPUT, WAITING_APPROVAL, exit_code
 from .items import ItemLines
 from .origin import resume_config
 from .output import result_stdout
-from .results import print_result, run_error_json
+from .results import print_result, run_error_json, stopped_chain
 from .signals import stopping_shown
 
 if TYPE_CHECKING:
@@ -494,8 +493,7 @@ def print_stopped(
     if not args.json:
         return
     if lines is not None:
-        chain = stopped_in(exc)
-        shown_in = list[JsonValue](chain) if chain is not None else None
+        shown_in = stopped_chain(exc, so_far, status)
         lines.stopped(run_id, status, str(exc), so_far, stopped_in=shown_in, **more)
         return
     shown = run_error_json(run_id, state.agent, exc, so_far, status=status, **more)

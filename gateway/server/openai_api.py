@@ -299,6 +299,7 @@ class ChatCompletions:
         elif isinstance(outcome, list):  # a stored run waits for a person's approval
             assert self._stored is not None
             spent = Usage.model_validate(await self._stored.usage_so_far(state.run_id))
+            self._stored.showing(state.run_id, outcome)
             await reply.waiting(outcome, spent, text)
         else:
             await reply.finish(outcome, text, stored=self._stored is not None)

@@ -146,3 +146,46 @@ async def test_a_run_interrupted_waiting_for_approval_says_the_call_of_the_step_
     stopped = json.loads(out)
     assert stopped["status"] == "waiting_approval"
     assert [(s["call_id"], s["observation"]) for s in stopped["steps"]] == [("w", "W done")]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+async def test_a_run_interrupted_inside_sub_agents_names_them_in_stopped_in(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """assistant -> mid -> two `inner` runs side by side, each in a tool call: a signal then
+    stops the run there, which `stopped_in` says as far down as the two go together."""
+    log, hold = tmp_path / "calls.log", tmp_path / "hold"
+    hold.touch()
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    top = script_model(tmp_path / "top.json", {"tool_calls": [tool_call("mid", "m", prompt="on")]})
+    mid = script_model(
+        tmp_path / "mid.json",
+        {
+            "tool_calls": [
+                tool_call("inner", "i1", prompt="1"),
+                tool_call("inner", "i2", prompt="2"),
+            ]
+        },
+    )
+    held = [tool_call("ctr__logged", n, log=str(log), name=n, hold=str(hold)) for n in "BC"]
+    inner = script_model(
+        tmp_path / "inner.json", {"tool_calls": held[:1]}, {"tool_calls": held[1:]}
+    )
+    config = _config(tmp_path, top)
+    config.write_text(
+        config.read_text().replace('tools = ["ctr"]', 'tools = ["mid"]')
+        + f'[agents.mid]\nmodel = "{mid}"\ntools = ["inner"]\n'
+        f'[agents.inner]\nmodel = "{inner}"\ntools = ["ctr"]\n'
+    )
+    args = ("go", "--agent", "assistant", "--json", "--config", str(config), "--store", store)
+    run = await start_run(*args)
+    try:
+        await run.until("logged: holding B", "logged: holding C")
+        run.process.send_signal(stop)
+        code, out = await run.finish()
+    finally:
+        await stop_run(run)
+    assert code == 128 + stop, run.err
+    stopped = json.loads(out)
+    assert stopped["status"] == "stopped"
+    assert stopped["stopped_in"] == ["assistant", "mid", "inner"]  # was null

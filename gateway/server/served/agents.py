@@ -390,6 +390,7 @@ class AgentTools:
                 request_state=ROUND_STATE_PREFIX + run_id,
             )
         stored.log_waiting(run_id, outcome)
+        stored.showing(run_id, outcome)
         return handle_result(run_id, outcome, await stored.usage_so_far(run_id))
 
 

@@ -48,7 +48,8 @@ _DECISION_SCHEMA: dict[str, Any] = {
         "run_id": _RUN_ID,
         "call": {
             "type": "string",
-            "description": "The waiting call to decide on (e.g. c1); without it, every one.",
+            "description": "The waiting call to decide on (e.g. c1); without it, every one you were "
+            "shown (by the run handle, get_run or the last decision's answer).",
         },
         "message": {
             "type": "string",
@@ -183,7 +184,7 @@ class RunHandles:
             await self._stored.adopt(run_id)
             info = await self._runs.get(run_id)
         result = await self._runs.result(run_id) if info.status == "succeeded" else None
-        return _report(info, result)
+        return self._shown_report(info, result)
 
     async def _cancel(self, run_id: str) -> types.CallToolResult:
         try:
@@ -197,9 +198,13 @@ class RunHandles:
         self, ctx: ServerRequestContext[Any, Any], approved: bool, args: _RunArgs
     ) -> types.CallToolResult:
         waiting = await self._runs.waiting(args.run_id)
-        chosen = [
-            r for r in waiting.values() if args.call is None or args.call in (r.call, r.short)
-        ]
+        if args.call is None:  # the calls the client was shown, never one it has not seen
+            shown = self._stored.shown(args.run_id)
+            chosen = [r for r in waiting.values() if r.call in shown]
+            if waiting and not chosen:
+                return self._not_shown(args.run_id, list(waiting.values()))
+        else:
+            chosen = [r for r in waiting.values() if args.call in (r.call, r.short)]
         if not chosen:
             calls = ", ".join(r.short for r in waiting.values()) or "none"
             return error_result(
@@ -219,8 +224,32 @@ class RunHandles:
                 stop=cancel_requested(ctx),
             )
         if isinstance(outcome, RunResult):
-            return _report(await self._runs.get(args.run_id), outcome)
-        return _report(await self._runs.get(args.run_id), None, waiting=outcome)
+            return self._shown_report(await self._runs.get(args.run_id), outcome)
+        return self._shown_report(await self._runs.get(args.run_id), None, waiting=outcome)
+
+    def _not_shown(self, run_id: str, waiting: list[ApprovalRequest]) -> types.CallToolResult:
+        """A decision without `call` when the client was shown none of the calls waiting
+        now (they began waiting since, or it was shown them elsewhere): they are shown, and
+        decided by the next such decision."""
+        self._stored.showing(run_id, waiting)
+        calls = "; ".join(
+            f"{r.short}: {r.tool} {json.dumps(r.input, ensure_ascii=False)}" for r in waiting
+        )
+        return error_result(
+            f"run {run_id}: nothing was decided, since you were not shown the calls waiting "
+            f'now: {calls}. Decide one with "call", or call again without it for these'
+        )
+
+    def _shown_report(
+        self,
+        info: RunInfo,
+        result: RunResult | None,
+        *,
+        waiting: list[ApprovalRequest] | None = None,
+    ) -> types.CallToolResult:
+        """`_report`, its waiting calls kept as the ones the client was shown."""
+        self._stored.showing(info.run_id, info.waiting if waiting is None else waiting)
+        return _report(info, result, waiting=waiting)
 
 
 def _unread(tool: str, run_id: str, refused: PickledRecord) -> types.CallToolResult:

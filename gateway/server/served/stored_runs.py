@@ -70,6 +70,9 @@ UNWIND_WAIT = 1.0
 the run to unwind before it answers: well within the slack the HTTP server gives the answers
 of the calls it ends (`draining.ANSWER_SLACK`)."""
 
+MAX_SHOWN_RUNS = 10_000
+"""Runs whose shown waiting calls are kept (a few call names each), the newest."""
+
 ROUND_STATE_PREFIX = "stored-run:"
 """The `requestState` of an input-required round of a stored run: this and the run's id."""
 
@@ -120,6 +123,21 @@ class StoredAgentRuns:
         that `agent-gateway resume` continues it the same way."""
         self._running = running or RunningCalls()
         """The server's calls: when it ends them (it stops), their runs stop here too."""
+        self._shown: dict[str, frozenset[str]] = {}
+        """Per run, the waiting calls its client was last shown (a handle, `get_run`, a
+        decision's answer): a decision without `call` is for those only (`shown`)."""
+
+    def showing(self, run_id: str, waiting: Sequence[ApprovalRequest]) -> None:
+        """Keep that the run's client is shown `waiting` (none: forget the run)."""
+        self._shown.pop(run_id, None)  # the newest last: the oldest go first
+        if waiting:
+            self._shown[run_id] = frozenset(r.call for r in waiting)
+            if len(self._shown) > MAX_SHOWN_RUNS:  # a run forgotten is asked about again
+                del self._shown[next(iter(self._shown))]
+
+    def shown(self, run_id: str) -> frozenset[str]:
+        """The run's waiting calls its client was last shown here (none: not shown here)."""
+        return self._shown.get(run_id, frozenset())
 
     @property
     def store_option(self) -> str:
@@ -366,7 +384,7 @@ def handle_result(
         lines.append(f"  call {request.short}: {request.tool} {said} (agent {request.agents[-1]})")
     lines.append(
         f'Decide with the approve_run or deny_run tool ({{"run_id": "{run_id}", "call": '
-        f'"{waiting[0].short}", "message": "..."}}; without "call", every waiting call); the '
+        f'"{waiting[0].short}", "message": "..."}}; without "call", every call listed here); the '
         f'answer comes back then, or later from get_run ({{"run_id": "{run_id}"}}). On the '
         f"gateway's machine, its operator can run: agent-gateway runs approve {run_id} "
         f"{waiting[0].short}"
