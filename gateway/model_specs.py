@@ -19,6 +19,7 @@ from agent.models import API_KEYS, FallbackModel, ModelSettings, RetryPolicy, mo
 
 from .errors import ConfigError
 from .loops import spawn_depth
+from .sampling_model import SamplingModel
 from .traced_model import note_fallback, note_retry
 
 __all__ = [
@@ -110,6 +111,13 @@ class ClientSampling:
     @property
     def name(self) -> str:
         return SAMPLING
+
+    def answered_by(self, client: ChatModel | None) -> ChatModel:
+        """The model that answers for the agent: the run's client's (asked with the agent's
+        settings); where the run has none, this marker (which explains itself)."""
+        if client is None:
+            return self
+        return client.with_settings(self.settings) if isinstance(client, SamplingModel) else client
 
     def explain(self) -> str:
         where = f"agent {self._agent!r} has " if self._agent else ""

@@ -68,7 +68,7 @@ from .run_state import (
     spent,
     spent_in,
 )
-from .sampling_model import SamplingModel, asked_together
+from .sampling_model import asked_together
 from .session_owners import owned_memory
 from .tool_definitions import ToolDefinitions
 from .tool_limits import too_many_tools
@@ -153,7 +153,10 @@ class StepLoop:
     ) -> AgentResult:
         gateway = self._gateway
         tools = await gateway.tools_for(spec)
-        chosen = model or _model_for(spec, context)
+        configured = spec.model
+        if isinstance(configured, ClientSampling):  # the client's model, with its settings
+            configured = configured.answered_by(context.client_model)
+        chosen = model or configured
         context = context.enter(spec.name, chosen)
         recorded = RecordedModel(chosen, journal) if journal is not None else chosen
         tracer = context.tracer
@@ -590,14 +593,3 @@ def _warning_note(tracer: Tracer, agent: str, span_id: str) -> WarningCallback:
         await tracer.note("agent", agent, span_id, warning=warning, item=item)
 
     return note
-
-
-def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:
-    """The agent's own model; an agent on the client's model (sampling) gets the run's, asked
-    with its own settings."""
-    client = context.client_model
-    if not isinstance(spec.model, ClientSampling) or client is None:
-        return spec.model
-    return (
-        client.with_settings(spec.model.settings) if isinstance(client, SamplingModel) else client
-    )
