@@ -44,7 +44,7 @@ from ..run_state import RunOrigin
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
-from .notifications.log_messages import set_level
+from .notifications.log_messages import ServersLogLevel, set_level
 from .openai_api import ChatCompletions
 from .request_checks import readable_trace_context, request_checks
 from .running_calls import RunningCalls, stopped_result
@@ -343,7 +343,8 @@ def build_server(
     )
     # Registered directly: the constructor's on_set_logging_level warns (logging is
     # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
-    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
+    set_log_level = partial(_set_log_level, ServersLogLevel(gateway.nodes.values()))
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
     server.here = Here()
     server.running = running
     exposed = [gateway.nodes[name] for name in nodes]
@@ -498,10 +499,13 @@ def init_options(server: Server[Any]) -> InitializationOptions:
 
 
 async def _set_log_level(
-    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    servers: ServersLogLevel,
+    ctx: ServerRequestContext[Any, Any],
+    params: types.SetLevelRequestParams,
 ) -> types.EmptyResult:
     # Per connection: one client's level is no other's (`notifications.log_messages`).
     connection = connection_of(ctx)
     if connection is not None:
         set_level(connection, params.level)
+        await servers.asked(params.level)
     return types.EmptyResult()
