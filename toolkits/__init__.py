@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ListsAtHand,
         ResourceUpdatedCallback,
         ServerLogCallback,
+        SetsServerLogLevel,
         Unsubscribe,
     )
     from .errors import (
@@ -105,6 +106,7 @@ __all__ = [
     "ServerLogHandler",
     "ServerRequestHandler",
     "ServerUnavailable",
+    "SetsServerLogLevel",
     "Tool",
     "ToolTimeout",
     "Toolkit",
@@ -162,6 +164,7 @@ _WHERE = {
     "ResourceUpdatedCallback": ".capabilities",
     "ServerConfigError": ".errors",
     "ServerLogCallback": ".capabilities",
+    "SetsServerLogLevel": ".capabilities",
     "ServerLogHandler": ".base",
     "ServerRequestHandler": ".base",
     "ServerUnavailable": ".errors",

@@ -50,6 +50,7 @@ __all__ = [
     "ListsAtHand",
     "ResourceUpdatedCallback",
     "ServerLogCallback",
+    "SetsServerLogLevel",
     "Unsubscribe",
 ]
 
@@ -236,6 +237,14 @@ class HasServerLogs(Protocol):
         """Call `callback(node_name, params)` for each log message the server sends while no
         call is in flight (a call's go to its caller, `CallContext.on_log`); returns
         unsubscribe. The callback must not wait on anyone: the node's session waits on it."""
+        ...
+
+
+@runtime_checkable
+class SetsServerLogLevel(Protocol):
+    async def set_log_level(self, level: mcp_types.LoggingLevel) -> None:
+        """Ask the server for log messages from `level` up, from now on (also after a
+        reconnect). Never raises: a server that cannot be told keeps its own level."""
         ...
 
 

@@ -44,7 +44,7 @@ from ..run_state import RunOrigin
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
-from .notifications.log_messages import set_level
+from .notifications.log_messages import ServersLogLevel, set_level
 from .openai_api import ChatCompletions
 from .request_checks import readable_trace_context, request_checks
 from .running_calls import RunningCalls, stopped_result
@@ -123,14 +123,17 @@ class ToolRouter:
         *,
         gateway_id: str,
         running: RunningCalls | None = None,
+        served_name: Callable[[str], str | None] | None = None,
     ) -> None:
         """`why_missing` says why a name that no source lists may be missing (its server is
-        down), better than that no such tool exists. Each tool is served with `gateway_id`
-        added to the gateways it came through (`loops`). Calls run in `running`, which may end
-        them (the server is stopping)."""
+        down), better than that no such tool exists; `served_name` gives the name a proxied
+        tool called by its server's own name is served under. Each tool is served with
+        `gateway_id` added to the gateways it came through (`loops`). Calls run in `running`,
+        which may end them (the server is stopping)."""
         self._sources = list(sources)
         self._running = running or RunningCalls()
         self._why_missing = why_missing
+        self._served_name = served_name
         self._stamps = Stamps(gateway_id)
         self._routes = Routes[ToolSource](lambda: self._listing(strict=False))
         self._schemas: dict[str, dict[str, Any]] = {}
@@ -151,8 +154,12 @@ class ToolRouter:
     ) -> types.CallToolResult | types.InputRequiredResult:
         source = await self._routes.find(params.name)
         if source is None:
-            said = self._why_missing(params.name) if self._why_missing is not None else None
-            return error_result(said or self._routes.unknown(params.name, "tool"))
+            served = self._served_name(params.name) if self._served_name is not None else None
+            source = self._routes.get(served) if served is not None else None
+            if source is None:
+                said = self._why_missing(params.name) if self._why_missing is not None else None
+                return error_result(said or self._routes.unknown(params.name, "tool"))
+            params = params.model_copy(update={"name": served})
         return await self._running.answer(partial(source.call, ctx, params), _ended(params.name))
 
     async def current(self) -> list[types.Tool]:
@@ -319,7 +326,13 @@ def build_server(
     if proxied is not None:
         sources.append(proxied)
     why_missing = proxied.why_missing if proxied is not None else None
-    router = ToolRouter(sources, why_missing, gateway_id=gateway.gateway_id, running=running)
+    router = ToolRouter(
+        sources,
+        why_missing,
+        gateway_id=gateway.gateway_id,
+        running=running,
+        served_name=proxied.served_name if proxied is not None else None,
+    )
     server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,
@@ -330,7 +343,8 @@ def build_server(
     )
     # Registered directly: the constructor's on_set_logging_level warns (logging is
     # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
-    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
+    set_log_level = partial(_set_log_level, ServersLogLevel(gateway.nodes.values()))
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
     server.here = Here()
     server.running = running
     exposed = [gateway.nodes[name] for name in nodes]
@@ -485,10 +499,13 @@ def init_options(server: Server[Any]) -> InitializationOptions:
 
 
 async def _set_log_level(
-    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    servers: ServersLogLevel,
+    ctx: ServerRequestContext[Any, Any],
+    params: types.SetLevelRequestParams,
 ) -> types.EmptyResult:
     # Per connection: one client's level is no other's (`notifications.log_messages`).
     connection = connection_of(ctx)
     if connection is not None:
         set_level(connection, params.level)
+        await servers.asked(params.level)
     return types.EmptyResult()

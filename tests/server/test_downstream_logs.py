@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -18,7 +19,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from agent import ScriptedModel
 from gateway import AgentSpec, Gateway, TraceEvent
-from tests.servers.inprocess import Context, ToyServer, text_result
+from tests.servers.inprocess import Context, CrashableTransport, ToyServer, text_result
 from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
@@ -186,3 +187,54 @@ async def test_a_gateway_calls_server_logs_reach_its_caller_and_its_trace(
     assert not result.is_error
     assert caller.heard() == [DEBUG, WARNING]
     assert traced == [DEBUG[2], WARNING[2]]
+
+
+async def test_the_server_is_asked_for_the_most_verbose_level_a_client_set() -> None:
+    """A server may send only what it chooses until a level is set (this one: warning and
+    up): a client's `debug` reaches it, a later, less verbose level does not lower it, each
+    client still hears only its own levels, and a restarted server is told again."""
+    toy = ToyServer("toy")
+    levels: list[types.LoggingLevel] = ["warning"]
+    told_again = anyio.Event()
+
+    async def take_level(_ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        levels.append(params.level)
+        if len(levels) == 4:
+            told_again.set()
+        return types.EmptyResult()
+
+    toy.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, take_level)
+    order: list[str] = ["debug", "info", "notice", "warning", "error"]
+
+    async def chatty(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        for level, logger, data in (DEBUG, WARNING):
+            if order.index(level) >= order.index(levels[-1]):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await ctx.session.send_log_message(  # pyright: ignore[reportDeprecated]
+                        level, data, logger, related_request_id=ctx.request_id
+                    )
+        return text_result("done")
+
+    toy.add("chatty", chatty)
+    config = McpServerConfig(command="in-process", protocol="legacy")
+    quiet, verbose = Inbox(), Inbox()
+    transport = CrashableTransport(toy.server)
+    async with McpToolkit("toy", config, target=transport.connect) as node:
+        server = serve(Gateway([node], []), expose_tools=True)
+        async with (
+            Client(server, mode="legacy", logging_callback=quiet) as first,
+            Client(server, mode="legacy", logging_callback=verbose) as second,
+        ):
+            await set_log_level(first, "error")
+            await set_log_level(second, "debug")
+            await set_log_level(first, "warning")
+            for client in (first, second):
+                await client.call_tool("toy__chatty", {})
+            assert levels == ["warning", "error", "debug"]
+            transport.crash()
+            with anyio.fail_after(10):
+                await told_again.wait()
+    assert levels == ["warning", "error", "debug", "debug"]
+    assert quiet.heard() == [WARNING]
+    assert verbose.heard() == [DEBUG, WARNING]

@@ -129,3 +129,34 @@ async def test_a_models_call_of_the_old_name_is_told_the_new_one() -> None:
     assert said.startswith(
         "Error: there is no tool named 'search' now: did you mean 'crm__search'?"
     )
+
+
+async def test_a_call_by_the_servers_own_name_reaches_the_tool_that_alone_has_it() -> None:
+    """Names a model refuses (`a.b`, `a/b`, over 64 characters) are served under names it
+    takes; a client that knew the server directly calls them by the server's names."""
+    long = "x" * 100
+    configs = {
+        "raw": McpServerConfig(command="in-process", prefix="never"),
+        "one": McpServerConfig(command="in-process"),
+        "two": McpServerConfig(command="in-process"),
+    }
+    targets = {
+        "raw": toy("a.b", "a/b", long).server,
+        "one": toy("c.d").server,
+        "two": toy("c.d").server,
+    }
+    async with (
+        McpToolkitGroup(configs, targets=targets) as group,
+        Client(serve(Gateway(group.nodes, []), expose_tools=True)) as client,
+    ):
+        listed = sorted(tool.name for tool in (await client.list_tools()).tools)
+        assert listed[:2] == ["a_b", "a_b_c14cddc0"]
+        assert listed[2:4] == ["one__c_d", "two__c_d"]
+        for own in ("a.b", "a/b", long):
+            result = await client.call_tool(own, {"q": 1})
+            assert result.content == [types.TextContent(text=f"{own}:[('q', 1)]")]
+        result = await client.call_tool("c.d", {})  # two servers' tool: which is meant?
+        [said] = result.content
+        assert result.is_error
+        assert isinstance(said, types.TextContent)
+        assert said.text.startswith("no tool named 'c.d'")

@@ -380,6 +380,29 @@ async def test_a_call_passed_through_still_running_when_the_grace_ends_is_answer
     assert not [line for line in front.stderr if "Traceback" in line or "ERROR" in line]
 
 
+async def test_what_a_tool_prints_goes_to_stderr_never_into_the_protocol(tmp_path: Path) -> None:
+    """Without PYTHONUNBUFFERED (as MCP clients launch us) `sys.stdout` and C's stdio buffer
+    by blocks on a pipe: what a tool printed was written at exit, into the protocol."""
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        '[gateway]\nexpose_tools = true\n[tools.noisy]\npython = "tests.sample_tools:noisy"\n'
+    )
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    command = [str(SCRIPT), "serve", "--stdio", "--config", str(config)]
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            command,
+            input=_lines(INITIALIZE, INITIALIZED, _call(2, "noisy", x=3)),
+            env=env,
+            cwd=REPO,
+        )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]  # JSON, every line
+    assert [answer["id"] for answer in answers] == [1, 2]
+    assert _text(answers[1]) == "quiet 3"
+    printed = ["printed 3", "written to fd 1", "a child printed", "C's puts said"]
+    assert all(line in done.stderr.decode().splitlines() for line in printed), done.stderr
+
+
 async def test_a_file_on_stdin_and_stdout_is_served_to_its_end(tmp_path: Path) -> None:
     """Files cannot be polled: read and written in a worker thread, every line answered."""
     requests, answers = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"

@@ -315,6 +315,29 @@ async def test_a_question_on_the_wire_and_the_clients_refusal_passed_on() -> Non
     )
 
 
+async def test_a_form_question_comes_in_the_clients_era_shape() -> None:
+    """Elicitation modes came with 2025-11-25: a 2025-06-18 client's form names no `mode`."""
+
+    def decline(_question: JsonObject) -> JsonObject:
+        return {"result": {"action": "decline"}}
+
+    modes: dict[tuple[str, str], object] = {}
+    with anyio.fail_after(60):
+        for version in ("2025-06-18", "2025-11-25"):  # one connection each: one handshake
+            async with both_fronts() as (_, fast, usual):
+                for who, front in ("fast", fast), ("usual", usual):
+                    raw = Raw(front)
+                    await raw.open(version, capabilities={"elicitation": {}})
+                    _, [question] = await _answered_on_the_wire(raw, "d__ask", decline)
+                    modes[who, version] = question["params"].get("mode", "none")
+    assert modes == {
+        ("fast", "2025-06-18"): "none",
+        ("fast", "2025-11-25"): "form",
+        ("usual", "2025-06-18"): "none",
+        ("usual", "2025-11-25"): "form",
+    }
+
+
 async def _after_a_cancel(raw: Raw) -> list[JsonObject]:
     """Up to the answer of a next call, then all the gateway writes before it stops."""
     after = await raw.ask(raw.call("d__echo", {"message": "still here"}))

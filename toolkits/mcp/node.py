@@ -60,6 +60,7 @@ from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, still_there
 from .forwards import Forwards
 from .listeners import Listeners
+from .log_level import ServerLogLevel
 from .long_lines import too_long_answer
 from .naming import (
     NodeTools,
@@ -128,6 +129,7 @@ class McpToolkit(InBackground):
         self._subscriptions = ResourceSubscriptions(
             name, self._session, timeout=config.timeout, log=self._log
         )
+        self._log_level = ServerLogLevel(self._session, timeout=config.timeout, log=self._log)
         self._listing: dict[str, mcp_types.Tool] = {}
         self._listed = False
         """Whether the server's tools were ever listed (else no name is known to be unknown)."""
@@ -207,10 +209,7 @@ class McpToolkit(InBackground):
         return dataclasses.replace(self._session.health, tool_count=len(self._tools))
 
     async def wait_for_health(self, predicate: Callable[[NodeHealth], bool]) -> NodeHealth:
-        """Wait until `predicate(health)` holds (checked now and on every state change).
-
-        Unbounded: wrap it in `anyio.fail_after`.
-        """
+        """Wait until `predicate(health)` holds (checked now and at each change); unbounded."""
         health = await self._session.wait_for_health(
             lambda state: predicate(dataclasses.replace(state, tool_count=len(self._tools)))
         )
@@ -340,7 +339,11 @@ class McpToolkit(InBackground):
     async def _on_resource_updated(self, uri: str) -> None:
         await self._subscriptions.updated(uri)
 
+    async def set_log_level(self, level: mcp_types.LoggingLevel) -> None:
+        await self._log_level.set(level)
+
     async def _serve_connection(self, conn: Connection, client: Client) -> None:
+        await self._log_level.serve(client)
         await self._subscriptions.serve(conn, client)
 
     async def refresh_tools(self) -> Sequence[Tool]:

@@ -102,13 +102,20 @@ def in_era(request: types.InputRequest, version: str | None) -> types.InputReque
     """`request` as a client speaking `version` must receive it. A URL-mode elicitation names
     an `elicitationId` in the handshake era (2025-11-25 requires it; 2026-07-28 removed it,
     and the SDK leaves it out there): a 2026-07-28 server's has none, so it is given one of
-    ours, fresh and opaque (no answer or notification we pass on names it)."""
+    ours, fresh and opaque (no answer or notification we pass on names it). Before 2025-11-25
+    elicitation had no modes: a form's `mode` is left out there (a client of that era cannot
+    be asked a URL: `missing_capability`)."""
     if version in MODERN_PROTOCOL_VERSIONS:
         return request
     match request:
         case types.ElicitRequest(params=types.ElicitRequestURLParams(elicitation_id=None) as url):
             named = url.model_copy(update={"elicitation_id": secrets.token_urlsafe(16)})
             return types.ElicitRequest(params=named)
+        case types.ElicitRequest(params=types.ElicitRequestFormParams() as form) if (
+            version is not None and version < _MODES_SINCE
+        ):
+            # None: left out of the wire's JSON, which drops what is None (the SDK's too).
+            return types.ElicitRequest(params=form.model_copy(update={"mode": None}))
         case _:
             return request
 
@@ -119,13 +126,14 @@ def elicitation_completer(
     """`tell`, for a client speaking `version` to be told that a URL-mode elicitation it was
     asked is complete (`CallContext.on_elicitation_complete`), if its era has that
     notification (2025-11-25: not earlier, and 2026-07-28 removed it); else None."""
-    if version is None or version < _COMPLETE_SINCE or version in MODERN_PROTOCOL_VERSIONS:
+    if version is None or version < _MODES_SINCE or version in MODERN_PROTOCOL_VERSIONS:
         return None
     return tell
 
 
-_COMPLETE_SINCE = "2025-11-25"
-"""The first protocol version with `notifications/elicitation/complete` (versions are dates)."""
+_MODES_SINCE = "2025-11-25"
+"""The first protocol version with elicitation modes (form, URL) and so with
+`notifications/elicitation/complete` (versions are dates)."""
 
 
 def missing_capability(

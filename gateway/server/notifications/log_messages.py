@@ -2,7 +2,8 @@
 
 A handshake-era client (2025-11-25) gets the levels from the one it last set with
 `logging/setLevel` up, on its own connection (`set_level`); every level until it sets one, as
-the SDK's servers send them (the spec names no default). A 2026-07-28 client gets what the
+the SDK's servers send them (the spec names no default). The servers are asked for the most
+verbose level any client set (`ServersLogLevel`). A 2026-07-28 client gets what the
 request opted in to (`_meta`). A downstream server's message during a proxied request goes to
 that request's client as the server sent it (level, logger, data), related to the request, so
 streamable HTTP carries it on the request's stream.
@@ -11,7 +12,7 @@ streamable HTTP carries it on the request's stream.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, get_args
 
 import anyio
@@ -20,12 +21,13 @@ from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkits import ServerLogHandler
+from toolkits import ServerLogHandler, SetsServerLogLevel
 
 from ..connection import connection_of
 
 __all__ = [
     "NOTIFY_TIMEOUT",
+    "ServersLogLevel",
     "client_log_levels",
     "log_levels",
     "log_relay",
@@ -47,6 +49,25 @@ _SET_LEVEL = "agent-gateway/log-levels"
 def set_level(connection: Connection, level: types.LoggingLevel) -> None:
     """The client on `connection` takes log messages at `level` and up from now on."""
     connection.state[_SET_LEVEL] = frozenset(_LEVELS[_LEVELS.index(level) :])
+
+
+class ServersLogLevel:
+    """The most verbose level any client set, asked of the nodes' servers: a server may send
+    only what it chooses until a level is set (the spec lets it), so a client's `debug` must
+    reach it. Each client still gets its own levels alone (`set_level`)."""
+
+    def __init__(self, nodes: Iterable[object]) -> None:
+        self._nodes = [node for node in nodes if isinstance(node, SetsServerLogLevel)]
+        self._level: types.LoggingLevel | None = None
+
+    async def asked(self, level: types.LoggingLevel) -> None:
+        """A client set `level`: the servers are told if it is more verbose than any before."""
+        if self._level is not None and _LEVELS.index(level) >= _LEVELS.index(self._level):
+            return
+        self._level = level
+        async with anyio.create_task_group() as tg:
+            for node in self._nodes:
+                tg.start_soon(node.set_log_level, level)
 
 
 def client_log_levels(ctx: ServerRequestContext[Any, Any]) -> frozenset[types.LoggingLevel]:

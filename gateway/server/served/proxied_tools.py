@@ -1,8 +1,9 @@
 """Proxy mode: the tools of chosen nodes, served beside the agents.
 
-Tools keep the names their nodes give them. An MCP node's tools are served as its server
-defines them (title, output schema, icons, annotations, `_meta`), under those names; a local
-node's as its `Tool`s describe them. A call goes to the node and its `CallToolResult` comes
+Tools keep the names their nodes give them (the names models take, `toolkits.mcp.naming`);
+a call by an MCP server's own name for a tool reaches it too, when no other tool has that
+name. An MCP node's tools are served as its server defines them (title, output schema, icons,
+annotations, `_meta`), under those names; a local node's as its `Tool`s describe them. A call goes to the node and its `CallToolResult` comes
 back as it was (every content kind, `structured_content`, `is_error` only if the server sent
 it, `_meta`), the node's progress passed through to the client as the node reported it; the
 downstream server's requests during the call (sampling, elicitation, roots) go to our client
@@ -19,6 +20,7 @@ The nodes' resources, prompts and completions are served by `proxied_resources` 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -75,6 +77,8 @@ class ProxiedTools:
         self._passable: dict[str, Tool] = {}
         """The others: their calls may pass straight through (`passable`)."""
         self._approvals = ProxiedApprovals()
+        self._own_names: dict[str, str] = {}
+        """Each server's own name of a tool served under another, if no other tool has it."""
 
     async def tools(self) -> list[types.Tool]:
         listed = await self._gateway.tools_of(
@@ -85,6 +89,7 @@ class ProxiedTools:
             served = [tool.definition or _mcp_tool(tool) for tool in listed.values()]
             self._served = (listed, served)
             self._gate(listed)
+            self._own_names = _own_names(listed)
         self._routes.update(listed)
         return self._served[1]
 
@@ -101,6 +106,12 @@ class ProxiedTools:
         """The tool served as `name`, as last listed (no listing here), if its calls may pass
         straight through: no approval rule covers it."""
         return self._passable.get(name)
+
+    def served_name(self, own_name: str) -> str | None:
+        """The name the tool its server calls `own_name` is served under, as last listed,
+        when that tool alone has the name (a client that called the server directly calls
+        it so; `a.b` is served as `a_b`, a name models take)."""
+        return self._own_names.get(own_name)
 
     def node_of(self, name: str) -> str | None:
         tool = self._routes.get(name)
@@ -173,6 +184,15 @@ class ProxiedTools:
         # A retry continues the parked call its state names, whoever began it: one that was
         # passed through in its first round ends with its server's JSON.
         return answered(call_result(outcome), ctx.protocol_version, _from_server(tool))
+
+
+def _own_names(listed: Mapping[str, Tool]) -> dict[str, str]:
+    owners = Counter(tool.original_name or name for name, tool in listed.items())
+    return {
+        tool.original_name: name
+        for name, tool in listed.items()
+        if tool.original_name not in (None, name) and owners[tool.original_name] == 1
+    }
 
 
 def answered(

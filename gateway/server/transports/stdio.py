@@ -1,9 +1,9 @@
 """Serving over stdin/stdout: what Claude Desktop and other local clients launch.
 
 stdout carries the protocol only: logs and traces go to stderr. While serving, fd 0 reads
-the null device and fd 1 writes to stderr, so a tool (or a child it starts) that reads stdin
-or prints cannot steal the client's bytes or corrupt the wire; the protocol runs on private
-duplicates. Each line is one message, checked by `check_message` before the server sees it:
+the null device and fd 1 writes to stderr (and `sys.stdout` is stderr's, by line), so a tool
+(or a child it starts) that reads stdin or prints cannot steal the client's bytes or corrupt
+the wire; the protocol runs on private duplicates. Each line is one message, checked by `check_message` before the server sees it:
 a line that is not JSON-RPC is answered with its error, never dropped in silence, and so is a
 request whose id is still in flight (-32600; it does not run: its answer could not be told
 from the first one's; once that is answered, or cancelled, the id is free). A line
@@ -37,14 +37,16 @@ proxied calls passed straight through, a warm `tools/list` answered again).
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import logging
 import os
 import select
 import stat
+import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager, suppress
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import anyio
 import anyio.abc
@@ -482,7 +484,8 @@ def _widen(fd: int) -> None:
 @contextmanager
 def _claimed(fd: int, mode: int) -> Generator[_Fd]:
     """A private duplicate of `fd` for the protocol; `fd` itself points elsewhere meanwhile
-    (stdin: the null device; stdout: stderr) and is restored on exit, flags included."""
+    (stdin: the null device; stdout: stderr, and `sys.stdout` with it) and is restored on
+    exit, flags included."""
     private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     elsewhere = os.open(os.devnull, mode) if mode == os.O_RDONLY else os.dup(2)
     os.dup2(elsewhere, fd)
@@ -493,7 +496,11 @@ def _claimed(fd: int, mode: int) -> Generator[_Fd]:
         fcntl.fcntl(private, fcntl.F_SETFL, flags | os.O_NONBLOCK)
         _widen(private)
     try:
-        yield end
+        if mode == os.O_RDONLY:
+            yield end
+        else:
+            with _printing_to_stderr():
+                yield end
     finally:
         fcntl.fcntl(private, fcntl.F_SETFL, flags)
         os.dup2(private, fd)
@@ -501,3 +508,30 @@ def _claimed(fd: int, mode: int) -> Generator[_Fd]:
         # block on it.
         if mode != os.O_RDONLY:
             os.close(private)
+
+
+@contextmanager
+def _printing_to_stderr() -> Generator[None]:
+    """While fd 1 points at stderr, what a tool prints goes there as it prints it. Python's
+    `sys.stdout` and C's stdio buffer by blocks on a pipe: what they hold would be written
+    at exit, once fd 1 is the protocol's again, so both are flushed while fd 1 is
+    stderr, and `sys.stdout` is stderr's line-buffered stream meanwhile."""
+    original = sys.stdout
+    _flush(original)  # what was printed before serving: to stderr now, not the protocol
+    if original is not None:
+        sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        if sys.stdout is sys.stderr:
+            sys.stdout = original
+        _flush(original)  # held by a tool that kept `sys.stdout` (a logging handler, say)
+        _flush(sys.__stdout__)
+        with suppress(Exception):  # no C library to load (not POSIX)
+            ctypes.CDLL(None).fflush(None)  # a C extension's printf, else flushed at exit
+
+
+def _flush(stream: TextIO | None) -> None:
+    with suppress(OSError, ValueError):  # closed, or stderr gone: what was printed is lost
+        if stream is not None:
+            stream.flush()
