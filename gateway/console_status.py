@@ -21,6 +21,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from toolkits.printable import printable
+
+from .trace import ToolProgress
+
 __all__ = ["Call", "Status", "Waiting", "servers_named", "waiting_for_servers"]
 
 MOST_NAMED = 10
@@ -44,6 +48,12 @@ class Call:
     message: str = ""
     chars: int = 0
     spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+
+    def progressed(self, report: ToolProgress) -> None:
+        self.done = report.progress
+        self.total = report.total
+        # One line, whatever a server sent: escapes shown as text, line breaks as spaces.
+        self.message = " ".join(printable(report.message or "").split())
 
 
 @dataclass
