@@ -34,14 +34,14 @@ class ChatLines:
         self._depth: dict[str, int] = {}
         self._window_said = False
         self.saving = False
-        """The answer is whole and the run is saving its turn (the run has not ended)."""
+        """The answer was whole and the run saving its turn when it ended (or still is)."""
 
     async def __call__(self, event: TraceEvent) -> None:
         depth = self._depth.get(event.parent_id or "", -1) + 1
         if event.phase == "start":
             self._depth[event.id] = depth
-            if depth == _AGENT_CALLS:  # asking the model again (an answer refused, say)
-                self._saved()
+            if depth == _AGENT_CALLS or (event.kind == "run" and event.parent_id is None):
+                self._saved()  # a new question, or the model asked again (an answer refused)
             if event.kind == "tool" and depth == _AGENT_CALLS and self._starts:
                 self._console.note(self._fitted(f"tool {event.name}", event.input, " running…"))
         elif event.phase in ("end", "error"):
@@ -54,7 +54,9 @@ class ChatLines:
                     self.saving = True
                     self._console.busy(_SAVING, "saving the turn to chat memory")
             elif event.kind == "run" and event.parent_id is None:
-                self._saved()
+                self._console.busy(_SAVING, None)
+                # Cancelled mid-save, the turn may be stored (`saving` stays until the next run).
+                self.saving = self.saving and event.phase == "error"
         elif event.phase == "note" and event.kind == "agent":
             said = event.output if isinstance(event.output, dict) else {}
             warning = said.get("warning")
@@ -72,7 +74,7 @@ class ChatLines:
             self._console.note(self._fitted(f"tool {event.name}", event.input, f": ok, {took}"))
             return
         error = " ".join((event.error or "no reason given").split())
-        line = self._fitted(f"tool {event.name}", event.input, f": failed, {took}: {error}")
+        line = self._fitted(f"tool {event.name}", event.input, f": failed, {took}") + f": {error}"
         if cell_len(line) > self._width - 1:  # an error may be a page: the trace has it whole
             line = set_cell_size(line, max(self._width - 2, 1)) + "…"
         self._console.note(line)
