@@ -4,10 +4,14 @@ with the command that looks in the chat's own store."""
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
 import os
 import shlex
 import signal
 import subprocess
+import sys
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +19,8 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
+from gateway.cli import main
+from gateway.cli.chat import _look as chat_look  # pyright: ignore[reportPrivateUsage]
 from tests.chat_terminal import EXECUTABLE, REPO, chat_on_pty
 from tests.screen import Terminal
 from tests.servers.databases import redis_server
@@ -170,3 +176,30 @@ def test_a_save_that_may_have_happened_names_the_command_that_looks_in_the_chats
         )
     assert shown.returncode == 0, shown.stderr  # Redis applied the save once it woke
     assert "user: hi\nassistant: Hello." in shown.stdout
+
+
+@pytest.mark.parametrize("session", ["s1", "-dash"])
+def test_the_sessions_show_a_chat_names_works_as_printed(
+    tmp_path: Path,
+    session: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command a chat gives to look at its session finds it: in the chat's store (its
+    --state-dir, its agent's), and for an id that begins with `-` too (after `--`)."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'[agents.a]\nmodel = "scripted:{script}"\n[agents.b]\nmodel = "scripted:{script}"\n'
+    )
+    state = tmp_path / "state"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hi\n"))
+    chat = ["chat", f"--session={session}", "--state-dir", str(state), "--agent", "a"]
+    assert main([*chat, "--config", str(config)]) == 0
+    capsys.readouterr()
+    given = argparse.Namespace(config=str(config), state_dir=state, store=None, agent="a")
+    command = shlex.split(chat_look(given, session))
+    assert command[:2] == ["agent-gateway", "sessions"]
+    assert main(command[1:]) == 0
+    assert capsys.readouterr().out == "--- turn 1\nuser: hi\nassistant: Hello.\n"

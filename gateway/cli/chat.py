@@ -7,10 +7,12 @@ question that begins with `/` is typed with two (`//etc/hosts is what?`). On a t
 answers stream to stdout as the model writes them; piped or redirected, stdout gets each answer
 whole, exactly, as `run` writes it. A question that fails is reported and the conversation goes
 on; the exit code says whether any failed (1, as `run` exits for it, whether its run raised or
-returned the failure). On a terminal, Ctrl-C cancels the answer in flight and the prompt comes
-back; at the prompt it leaves (exit 130), as Ctrl-D does (exit as so far), saying how to
-continue the session. A call that needs a person's approval is asked about on the terminal
-(`ask_here`); piped, nobody can be asked, and it is refused.
+returned the failure). On a terminal's stderr, each tool call leaves a line, the agent's
+warnings show, and a turn's save that waits has a status line (`chat_lines`). On a terminal,
+Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it leaves (exit
+130), as Ctrl-D does (exit as so far), saying how to continue the session. A call that needs
+a person's approval is asked about on the terminal (`ask_here`); piped, nobody can be asked,
+and it is refused.
 """
 
 from __future__ import annotations
@@ -172,11 +174,12 @@ async def _opened(gateway: Gateway, name: str, session: str, *, given: bool) -> 
 
 
 def _look(args: argparse.Namespace, session: str) -> str:
-    """The command that shows the session where this chat keeps it."""
-    shown = f" -- {shlex.quote(session)}" if session.startswith("-") else f" {shlex.quote(session)}"
-    return (
-        f"agent-gateway sessions show{shown}{_same_place(args)}{_options(('--agent', args.agent))}"
-    )
+    """The command that shows the session where this chat keeps it (an id that begins with
+    `-` after `--`, which only the options' end lets come after them)."""
+    where = f"{_same_place(args)}{_options(('--agent', args.agent))}"
+    if session.startswith("-"):
+        return f"agent-gateway sessions{where} show -- {shlex.quote(session)}"
+    return f"agent-gateway sessions show {shlex.quote(session)}{where}"
 
 
 def _lasting(gateway: Gateway, name: str) -> bool:
