@@ -255,7 +255,7 @@ class RunConsole:
             if doing is None:
                 self._calls.pop(key, None)
             else:
-                self._calls.setdefault(key, Call("memory", doing, _ANSWER_DEPTH))
+                self._calls.setdefault(key, Call("memory", doing, _ANSWER_DEPTH, hidden_for=0.5))
             self._show()
 
     def say_stopped(self, text: str) -> None:
