@@ -84,7 +84,7 @@ def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
         assert out[0] == "It is 42, Ada."
         assert out[1].startswith("calculator ")
         assert out[2:] == ["You are Ada.", "I do not know you yet."]
-        assert "agent assistant, new session c1 (/tools lists" in done.stderr
+        assert "agent assistant, new session c1 (none of that id is stored) (/tools" in done.stderr
         assert "unknown command '/nonsense'" in done.stderr
         assert len(model.requests) == 4  # nothing after /exit was asked
         assert model.requests[1]["stream"] is True  # the answers were streamed
@@ -1008,6 +1008,18 @@ def test_sessions_not_used_for_keep_days_are_deleted_and_prune_shrinks_the_file(
     assert main(["sessions", "list", *common, "--json"]) == 0
     listed = sorted(info["session_id"] for info in json.loads(capsys.readouterr().out))
     assert listed == ["recent", "s1"]  # the 200 older than keep_days went when `run` began
+    # A chat on one of them says it starts a new session, and why that may be.
+    with subprocess.Popen(
+        [str(EXECUTABLE), "chat", "--session", "old7", *common, "--model", f"scripted:{script}"],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as chat:
+        said = chat.communicate(timeout=30)[1]
+    assert said.startswith(
+        "agent assistant, new session old7 (none of that id is stored: sessions unused for 30 "
+        "days are deleted) (/tools"
+    ), said
 
     anyio.run(keep, old)
     _age(file, old, 10)

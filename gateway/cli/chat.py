@@ -137,7 +137,11 @@ async def _chat(args: argparse.Namespace) -> int:
                 ) as gateway:
                     check_runnable(gateway, name)
                     started, lasting = True, _lasting(gateway, name)
-                    opened = await _opened(gateway, name, session, given=args.session is not None)
+                    settings = config.agents[name].memory or config.gateway.memory
+                    kept = settings.keep_days if settings is not None else 0.0
+                    opened = await _opened(
+                        gateway, name, session, given=args.session is not None, kept_days=kept
+                    )
                     print(f"agent {name}, {opened} ({HELP})", file=sys.stderr, flush=True)
                     steps = _Steps()
                     approver = TerminalApprover(console, lines) if interactive else piped_chat()
@@ -157,9 +161,12 @@ async def _chat(args: argparse.Namespace) -> int:
     return code
 
 
-async def _opened(gateway: Gateway, name: str, session: str, *, given: bool) -> str:
+async def _opened(
+    gateway: Gateway, name: str, session: str, *, given: bool, kept_days: float
+) -> str:
     """What the banner says of the session: whether it continues a stored one (a mistyped id,
-    or one `keep_days` deleted, starts afresh), and how long that one is."""
+    or one `keep_days` deleted, starts afresh: `kept_days` says the latter may be why), and
+    how long that one is."""
     memory = gateway.agents[name].memory or gateway.memory
     if not given or not isinstance(memory, SessionMemory):
         return f"new session {session}"
@@ -168,7 +175,8 @@ async def _opened(gateway: Gateway, name: str, session: str, *, given: bool) -> 
     except MemoryStoreError:  # the first question says what is wrong with the store
         return f"session {session}"
     if not last:
-        return f"new session {session}"
+        gone = f": sessions unused for {kept_days:g} days are deleted" if kept_days else ""
+        return f"new session {session} (none of that id is stored{gone})"
     when = utc(last[-1].created_at * 1000)
     return f"session {session} continued: {plural(last[-1].seq, 'turn')}, the last {when}"
 
