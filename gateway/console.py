@@ -236,6 +236,28 @@ class RunConsole:
         with self._lock:
             self._say(text)
 
+    def note(self, text: str) -> None:
+        """`say` `text` dim (plain on a terminal that draws no status)."""
+        with self._lock:
+            if self._err is None:
+                return self._say(text)
+            with self._err.capture() as captured:
+                self._err.print(Text(printable(text), style="dim"), highlight=False, soft_wrap=True)
+            if self._midline or self._asking:
+                return self._held.append((self._err.file, captured.get()))
+            self._hide()
+            self._write(self._err.file, captured.get())
+            self._show()
+
+    def busy(self, key: str, doing: str | None) -> None:
+        """A status line of what the command is `doing` for the run, until told None."""
+        with self._lock:
+            if doing is None:
+                self._calls.pop(key, None)
+            else:
+                self._calls.setdefault(key, Call("memory", doing, _ANSWER_DEPTH, hidden_for=0.5))
+            self._show()
+
     def say_stopped(self, text: str) -> None:
         """`say` why the command stopped (interrupted, say): `stopped_note` adds nothing."""
         with self._lock:
@@ -449,30 +471,19 @@ class RunConsole:
         text.truncate(width - 1, overflow="ellipsis")
         with self._err.capture() as captured:
             self._err.print(text, end="", highlight=False, soft_wrap=True)
-        # Below the open line (made the first time), cleared, the status, then back up to the
-        # text's end: relative moves, right also when the terminal scrolled.
-        down = "\x1b[1B\r" if self._quiet.shown else "\n"
-        back = f"\x1b[1A\x1b[{column + 1}G"
-        self._write(self._err.file, f"{down}\x1b[2K{captured.get()}{back}")
-        self._quiet.shown = True
+        self._write(self._err.file, self._quiet.drawn(captured.get(), column))
 
     def _unsay_quiet(self) -> None:
         """Erase the line that said the model was quiet; the cursor stays where it was."""
         if not self._quiet.shown or self._err is None or self._out is None:
             return
         column = cursor_column(self._quiet.line, self._out.width)
-        self._write(self._err.file, f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{column + 1}G")
-        self._quiet.shown = False
+        self._write(self._err.file, self._quiet.undrawn(column))
 
     def _progress(self, event: TraceEvent) -> None:
         call = self._calls.get(event.parent_id or "")
-        report = event.progress
-        if call is None or report is None:
-            return
-        call.done = report.progress
-        call.total = report.total
-        # One line, whatever a server sent: escapes shown as text, line breaks as spaces.
-        call.message = " ".join(printable(report.message or "").split())
+        if call is not None and event.progress is not None:
+            call.progressed(event.progress)
 
     def _show(self) -> None:
         """Draw the status when anything is in flight and no streamed line is open."""
@@ -561,19 +572,15 @@ async def open_console(
         async with (
             in_background(tick, wait_started=False) if err is not None else nullcontext() as tasks
         ):
-            if tasks is not None and _catches_ctrl_z():
+            # Ctrl-Z (SIGTSTP) is caught on a POSIX system, in the main thread (a signal's
+            # handler is the main thread's to set).
+            main = threading.current_thread() is threading.main_thread()
+            if tasks is not None and main and hasattr(signal, "SIGTSTP"):
                 await tasks.start(suspending)
             try:
                 yield console
             finally:
                 console.close()
-
-
-def _catches_ctrl_z() -> bool:
-    """Whether Ctrl-Z (SIGTSTP) can be caught here: a POSIX system, and the main thread (a
-    signal's handler is the main thread's to set)."""
-    main = threading.current_thread() is threading.main_thread()
-    return main and hasattr(signal, "SIGTSTP")
 
 
 def open_terminal_console(

@@ -47,6 +47,19 @@ class QuietLine:
         self.span_id = None
         self.line = ""
 
+    def drawn(self, status: str, column: int) -> str:
+        """What draws `status` below the open line (made the first time), cleared, then
+        brings the cursor back up to the text's end (`column`): relative moves, right also
+        when the terminal scrolled."""
+        down = "\x1b[1B\r" if self.shown else "\n"
+        self.shown = True
+        return f"{down}\x1b[2K{status}\x1b[1A\x1b[{column + 1}G"
+
+    def undrawn(self, column: int) -> str:
+        """What erases the line below; the cursor stays where it was (`column`)."""
+        self.shown = False
+        return f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{column + 1}G"
+
     def quiet_for(self) -> float | None:
         """How long the model has sent no text, once that is `after` or more."""
         quiet = time.monotonic() - self.last

@@ -21,6 +21,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from toolkits.printable import printable
+
+from .trace import ToolProgress
+
 __all__ = ["Call", "Status", "Waiting", "servers_named", "waiting_for_servers"]
 
 MOST_NAMED = 10
@@ -43,7 +47,15 @@ class Call:
     total: float | None = None
     message: str = ""
     chars: int = 0
+    hidden_for: float = 0.0
+    """Seconds before its line shows: what mostly takes no time does not flash by."""
     spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+
+    def progressed(self, report: ToolProgress) -> None:
+        self.done = report.progress
+        self.total = report.total
+        # One line, whatever a server sent: escapes shown as text, line breaks as spaces.
+        self.message = " ".join(printable(report.message or "").split())
 
 
 @dataclass
@@ -100,7 +112,8 @@ class Status:
             grid = Table.grid(padding=(0, 1))
             grid.add_row(waiting.spinner, label)
             rows.append(grid)
-        rows.extend(_call_row(call, now, options.max_width) for call in list(self._calls.values()))
+        calls = [c for c in list(self._calls.values()) if now - c.started >= c.hidden_for]
+        rows.extend(_call_row(call, now, options.max_width) for call in calls)
         yield Group(*rows)
 
 

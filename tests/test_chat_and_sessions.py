@@ -84,7 +84,7 @@ def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
         assert out[0] == "It is 42, Ada."
         assert out[1].startswith("calculator ")
         assert out[2:] == ["You are Ada.", "I do not know you yet."]
-        assert "agent assistant, session c1" in done.stderr
+        assert "agent assistant, new session c1 (none of that id is stored) (/tools" in done.stderr
         assert "unknown command '/nonsense'" in done.stderr
         assert len(model.requests) == 4  # nothing after /exit was asked
         assert model.requests[1]["stream"] is True  # the answers were streamed
@@ -102,7 +102,16 @@ def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
     script.write_text(json.dumps([{"content": "Hi."}, {"content": "A file."}]))
     config = tmp_path / "agent-gateway.toml"
     config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
-    lines = ["hello", "/reset all", "/exit now", "//etc/hosts is what?", "/etc", "/exit", "no"]
+    lines = [
+        "hello",
+        "/reset all",
+        "/exit now",
+        "//etc/hosts is what?",
+        "/etc",
+        "/context notjson",  # refused as a mistyped command is: the chat still exits 0
+        "/exit",
+        "no",
+    ]
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
     state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
     assert main(["chat", "--session", "s1", *state]) == 0
@@ -116,6 +125,7 @@ def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
         "//exit now",
         "unknown command '/etc': /tools lists the tools, /context shows or sets the run's "
         f"context, /reset forgets the conversation, /exit leaves; {slashes}: //etc",
+        "error: /context is not JSON: Expecting value: line 1 column 1 (char 0)",
     ]
     assert main(["sessions", "show", "s1", *state]) == 0
     said = capsys.readouterr().out.splitlines()
@@ -167,7 +177,8 @@ def test_chat_asks_with_its_context_which_context_shows_and_replaces(
         ]
         monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
         state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
-        assert main(["chat", *state, "--context", '{"customer": "Ada"}']) == 2
+        # `bye` failed (1); the refused `/context [1]` is no failure of the chat's.
+        assert main(["chat", *state, "--context", '{"customer": "Ada"}']) == 1
         out, err = capsys.readouterr()
         assert out.splitlines() == [
             "Hi Ada.",
@@ -898,7 +909,8 @@ def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
     assert command[0] == "agent-gateway"
     code, out, err = chat(command[1:], "Who am I?")
     assert (code, out) == (0, "Hello, Ada.\n"), err
-    assert err.startswith(f"agent b, session {command[3]} ")
+    # The banner says the session goes on, and how long it is.
+    assert err.startswith(f"agent b, session {command[3]} continued: 1 turn, the last 20")
     assert main(["sessions", "show", command[3], "--state-dir", str(state_dir)]) == 0
     said = capsys.readouterr().out
     assert "user: I am Ada." in said  # the same conversation went on
@@ -1000,6 +1012,18 @@ def test_sessions_not_used_for_keep_days_are_deleted_and_prune_shrinks_the_file(
     assert main(["sessions", "list", *common, "--json"]) == 0
     listed = sorted(info["session_id"] for info in json.loads(capsys.readouterr().out))
     assert listed == ["recent", "s1"]  # the 200 older than keep_days went when `run` began
+    # A chat on one of them says it starts a new session, and why that may be.
+    with subprocess.Popen(
+        [str(EXECUTABLE), "chat", "--session", "old7", *common, "--model", f"scripted:{script}"],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as chat:
+        said = chat.communicate(timeout=30)[1]
+    assert said.startswith(
+        "agent assistant, new session old7 (none of that id is stored: sessions unused for 30 "
+        "days are deleted) (/tools"
+    ), said
 
     anyio.run(keep, old)
     _age(file, old, 10)

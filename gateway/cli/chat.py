@@ -7,10 +7,12 @@ question that begins with `/` is typed with two (`//etc/hosts is what?`). On a t
 answers stream to stdout as the model writes them; piped or redirected, stdout gets each answer
 whole, exactly, as `run` writes it. A question that fails is reported and the conversation goes
 on; the exit code says whether any failed (1, as `run` exits for it, whether its run raised or
-returned the failure). On a terminal, Ctrl-C cancels the answer in flight and the prompt comes
-back; at the prompt it leaves (exit 130), as Ctrl-D does (exit as so far), saying how to
-continue the session. A call that needs a person's approval is asked about on the terminal
-(`ask_here`); piped, nobody can be asked, and it is refused.
+returned the failure). On a terminal's stderr, each tool call leaves a line, the agent's
+warnings show, and a turn's save that waits has a status line (`chat_lines`). On a terminal,
+Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it leaves (exit
+130), as Ctrl-D does (exit as so far), saying how to continue the session. A call that needs
+a person's approval is asked about on the terminal (`ask_here`); piped, nobody can be asked,
+and it is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import anyio
 from pydantic import JsonValue
 from rich.console import Console
 
-from agent import AgentError
+from agent import AgentError, MemoryStoreError, MemoryWriteUnknown
 from agent.memory import InProcessStore, SessionMemory
 from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
@@ -41,6 +43,7 @@ from ..errors import GatewayError
 from ..store_config import check_store_url, redacted
 from ..trace import new_id
 from .ask_here import TerminalApprover, piped_chat
+from .chat_lines import ChatLines
 from .common import (
     Commands,
     add_context_option,
@@ -52,9 +55,11 @@ from .common import (
     config_of,
     name_width,
     pick_agent,
+    plural,
     read_context,
     trace_hooks,
     user_path,
+    utc,
 )
 from .exits import INTERRUPTED, OK, exit_code, report
 from .line_editing import line_editing
@@ -118,23 +123,33 @@ async def _chat(args: argparse.Namespace) -> int:
                     open_console(answers, status, plain=plain, asks=interactive)
                 ) as console,
                 stdin_lines(edited=edited) as lines,
-                open_gateway(
+            ):
+                # Tool calls, warnings and the turn's save: on a terminal (a dumb one too).
+                shown = ChatLines(console, width=err.width, starts=plain is not None)
+                hooks = trace_hooks(args, console) + ([shown] if err.is_terminal else [])
+                async with open_gateway(
                     config,
                     model=args.model,
-                    hooks=trace_hooks(args, console),
+                    hooks=hooks,
                     state_dir=args.state_dir,
                     wait_for=config.nodes_of(name),
                     on_waiting=console.waiting_for,
-                ) as gateway,
-            ):
-                check_runnable(gateway, name)
-                started, lasting = True, _lasting(gateway, name)
-                print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
-                steps = _Steps()
-                approver = TerminalApprover(console, lines) if interactive else piped_chat()
-                chat = _Chat(session, context, approver)
-                async with steps.interruptible() if interactive else nullcontext():
-                    code = await _converse(gateway, name, chat, console, steps, lines, interactive)
+                ) as gateway:
+                    check_runnable(gateway, name)
+                    started, lasting = True, _lasting(gateway, name)
+                    settings = config.agents[name].memory or config.gateway.memory
+                    kept = settings.keep_days if settings is not None else 0.0
+                    opened = await _opened(
+                        gateway, name, session, given=args.session is not None, kept_days=kept
+                    )
+                    print(f"agent {name}, {opened} ({HELP})", file=sys.stderr, flush=True)
+                    steps = _Steps()
+                    approver = TerminalApprover(console, lines) if interactive else piped_chat()
+                    chat = _Chat(session, context, approver, _look(args, session), shown)
+                    async with steps.interruptible() if interactive else nullcontext():
+                        code = await _converse(
+                            gateway, name, chat, console, steps, lines, interactive
+                        )
         except anyio.get_cancelled_exc_class():  # a signal: it may have come mid-prompt
             if interactive and started:
                 print(file=sys.stderr)
@@ -144,6 +159,35 @@ async def _chat(args: argparse.Namespace) -> int:
                 going_on = _going_on(args, session, context, lasting=lasting)
                 print(printable(going_on), file=sys.stderr)
     return code
+
+
+async def _opened(
+    gateway: Gateway, name: str, session: str, *, given: bool, kept_days: float
+) -> str:
+    """What the banner says of the session: whether it continues a stored one (a mistyped id,
+    or one `keep_days` deleted, starts afresh: `kept_days` says the latter may be why), and
+    how long that one is."""
+    memory = gateway.agents[name].memory or gateway.memory
+    if not given or not isinstance(memory, SessionMemory):
+        return f"new session {session}"
+    try:
+        last = await memory.store.turns(session, last=1)
+    except MemoryStoreError:  # the first question says what is wrong with the store
+        return f"session {session}"
+    if not last:
+        gone = f": sessions unused for {kept_days:g} days are deleted" if kept_days else ""
+        return f"new session {session} (none of that id is stored{gone})"
+    when = utc(last[-1].created_at * 1000)
+    return f"session {session} continued: {plural(last[-1].seq, 'turn')}, the last {when}"
+
+
+def _look(args: argparse.Namespace, session: str) -> str:
+    """The command that shows the session where this chat keeps it (an id that begins with
+    `-` after `--`, which only the options' end lets come after them)."""
+    where = f"{_same_place(args)}{_options(('--agent', args.agent))}"
+    if session.startswith("-"):
+        return f"agent-gateway sessions{where} show -- {shlex.quote(session)}"
+    return f"agent-gateway sessions show {shlex.quote(session)}{where}"
 
 
 def _lasting(gateway: Gateway, name: str) -> bool:
@@ -213,6 +257,10 @@ class _Chat:
     """Replaced in place by `/context JSON`, so the chat's last line says the last one."""
     approver: Approver
     """Who decides on the calls that need approval: the person at the terminal, or nobody."""
+    look: str
+    """The command that shows the session (`sessions show`, in the store this chat uses)."""
+    shown: ChatLines
+    """What the terminal shows of a question's run besides its answer; whether it is saving."""
 
 
 async def _converse(
@@ -253,16 +301,35 @@ async def _converse(
             except (AgentError, GatewayError, ToolkitError) as exc:
                 # One question failed (the provider is down, say): the conversation goes on,
                 # and the exit code still says something failed.
-                report(exc)
+                report(_looked_up(exc, chat))
                 code = max(code, exit_code(exc))
         if steps.interrupted:
+            saving, chat.shown.saving = chat.shown.saving, False
             console.cancelled()
+            said = "the answer was cancelled"
+            if saving:  # a store may apply a write it was sent (Redis, once it answers)
+                said = (
+                    "the answer was shown, its turn was being saved: it may have been saved "
+                    f"or not: `{chat.look}` tells"
+                )
             print(
-                "(interrupted: the answer was cancelled; Ctrl-C again or Ctrl-D leaves)",
+                printable(f"(interrupted: {said}; Ctrl-C again or Ctrl-D leaves)"),
                 file=sys.stderr,
                 flush=True,
             )
     return code
+
+
+def _looked_up(exc: BaseException, chat: _Chat) -> BaseException:
+    """`exc`, its `sessions show ID` (a turn that may have been saved) the command that looks
+    in the store this chat uses."""
+    if not isinstance(exc, MemoryWriteUnknown):
+        return exc
+    said = str(exc).replace(f"`sessions show {shlex.quote(chat.session)}`", f"`{chat.look}`")
+    looked = MemoryWriteUnknown(said)
+    for note in getattr(exc, "__notes__", ()):
+        looked.add_note(note)
+    return looked
 
 
 class _Steps:
@@ -363,7 +430,11 @@ def _context(chat: _Chat, given: str) -> int:
         shown = json.dumps(chat.context, ensure_ascii=not encodes_all(out))
         print(shown, flush=True, file=out)
         return OK
-    context = read_context(given, "/context")
+    try:
+        context = read_context(given, "/context")
+    except GatewayError as exc:  # that line's failure: refused, as a mistyped command is
+        report(exc)
+        return OK
     chat.context.clear()
     chat.context.update(context)
     said = "(the context is cleared)" if not context else "(the next questions have this context)"
