@@ -43,7 +43,8 @@ def _config(model: OpenAIStub, directory: Path, *, memory: str | None = None) ->
 def _stalled_redis() -> Generator[tuple[str, int]]:
     """A Redis of the test's own, and its process id (to stop it: a GC pause, a failover);
     going on again however the test ends."""
-    with redis_server() as url:
+    with redis_server() as server:
+        url = server.url
         with Redis.from_url(url) as admin:  # pyright: ignore[reportUnknownMemberType]
             pid = int(admin.info("server")["process_id"])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportIndexIssue]
         try:
