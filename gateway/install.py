@@ -116,6 +116,8 @@ class Installation:
     """Secrets written as references to the client's environment (a project's file)."""
     backup_secrets: list[str] = field(default_factory=list[str])
     """Secrets whose values the old file held (so its backup does), now references."""
+    replaced: list[str] | None = None
+    """The command line of the entry of that name that ran something else (another config)."""
 
 
 def claude_desktop_config_path(platform: str = sys.platform) -> Path:
@@ -209,6 +211,9 @@ def install_server(
     entry = dict(cast(dict[str, Any], old_entry)) if isinstance(old_entry, dict) else {}
     kind = CLIENTS[client].entry_type
     entry.update({"type": kind} if kind else {}, **server_entry(config))
+    replaced = _command_line(old_entry)
+    if replaced == [entry["command"], *entry["args"]]:
+        replaced = None
     old_env: Any = entry.get("env")
     merged_env = {
         **(cast(dict[str, str], old_env) if isinstance(old_env, dict) else {}),
@@ -236,6 +241,7 @@ def install_server(
         env=sorted(merged_env),
         references=sorted(references),
         backup_secrets=sorted(backup_secrets),
+        replaced=replaced,
     )
     if dry_run or not changed:
         return done
@@ -265,7 +271,23 @@ def install_server(
         env=done.env,
         references=done.references,
         backup_secrets=done.backup_secrets if backup else [],
+        replaced=replaced,
     )
+
+
+def _command_line(entry: Any) -> list[str] | None:
+    """What an entry runs: its command and args, or its URL (None: no entry, or none of
+    these)."""
+    if not isinstance(entry, dict):
+        return None
+    fields = cast(dict[str, Any], entry)
+    if isinstance(url := fields.get("url"), str):
+        return [url]  # an HTTP server's entry
+    command: Any = fields.get("command")
+    args: Any = fields.get("args", [])
+    if not isinstance(command, str) or not isinstance(args, list):
+        return None
+    return [command, *(str(arg) for arg in cast(list[Any], args))]
 
 
 def _is_secret(name: str, value: str, secrets: Collection[str]) -> bool:
