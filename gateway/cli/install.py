@@ -107,6 +107,13 @@ def _install(args: argparse.Namespace) -> int:
     )
     label = CLIENTS[client].label
     _explain_references(done, env, label, args.name)
+    if done.machine_paths:
+        print(
+            f"note: {done.path.name} is meant to be shared, but holds this machine's "
+            f"{' and '.join(done.machine_paths)}: on another machine, run `agent-gateway "
+            "install` there",
+            file=sys.stderr,
+        )
     entry_env = _entry_env(done.text, args.name)
     for problem in missing_env(config, entry_env, client, variables):
         print(f"warning: {problem}", file=sys.stderr)

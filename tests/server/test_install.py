@@ -477,3 +477,29 @@ def test_an_entry_of_the_name_that_ran_another_config_is_named_as_replaced(
     ) in capsys.readouterr().out
     assert install(gateway_config, client, "--env", "LOG=2") == 0  # the same gateway, new env
     assert "replacing" not in capsys.readouterr().out
+
+
+def test_a_projects_file_names_the_config_portably_where_the_client_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project's file is checked in: the config by this machine's absolute path was wrong
+    on every other machine. Cursor says the project's folder as `${workspaceFolder}`; what
+    stays this machine's (the command, Claude Code's config path) is said."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "gw.toml").write_text('[agents.a]\nmodel = "scripted:s.json"\n')
+    assert main(["install", "cursor", "--project", "--config", "tools/gw.toml"]) == 0
+    entry = json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]
+    command = entry["agent-gateway"]["command"]
+    assert entry["agent-gateway"]["args"][-2:] == ["--config", "${workspaceFolder}/tools/gw.toml"]
+    assert capsys.readouterr().err == (
+        f"note: mcp.json is meant to be shared, but holds this machine's {command}: on another "
+        "machine, run `agent-gateway install` there\n"
+    )
+    assert main(["install", "claude-code", "--config", "tools/gw.toml"]) == 0
+    config = tmp_path.resolve() / "tools" / "gw.toml"
+    assert f"holds this machine's {command} and {config}: on" in capsys.readouterr().err
+    assert main(["install", "cursor", "--config", "tools/gw.toml"]) == 0  # ~/.cursor: not shared
+    assert "note" not in capsys.readouterr().err
+    assert (tmp_path / "home" / ".cursor" / "mcp.json").is_file()
