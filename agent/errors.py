@@ -13,7 +13,8 @@
     ├── ModelConfigError           a model spec or its configuration is wrong (also a ValueError)
     │   └── MissingApiKey          the provider's API key is not set
     ├── MemoryStoreError           chat memory's storage failed, or its URL or a session id is bad
-    │   └── MemoryWriteUnknown     a write was sent but no answer came: it may yet be applied
+    │   ├── MemoryWriteUnknown     a write was sent but no answer came: it may yet be applied
+    │   └── MemoryDriverMissing    the store's driver is not installed (an extra to install)
     ├── StateError                 metadata or a response that cannot be resumed (also a
     │                              ValueError: parsing another version's metadata raises it)
     └── StepInterrupted            a step stopped part-way: checkpoint its progress, retry from it
@@ -44,6 +45,7 @@ __all__ = [
     "AgentError",
     "AllModelsFailed",
     "ContextWindowExceeded",
+    "MemoryDriverMissing",
     "MemoryStoreError",
     "MemoryWriteUnknown",
     "MissingApiKey",
@@ -199,6 +201,11 @@ class MemoryWriteUnknown(MemoryStoreError):
     """A write reached the store (or may have), but its answer did not come in time: the
     store may apply it yet (Redis runs a queued script once it wakes). Writing it again with
     the same turn key is safe, and tells: stored once either way."""
+
+
+class MemoryDriverMissing(MemoryStoreError):
+    """The store's URL needs a driver that is not installed (`redis`, `psycopg`): a setup to
+    fix (the message names what to install), not a store that failed."""
 
 
 class StateError(AgentError, ValueError):

@@ -308,6 +308,8 @@ def _imported(where: str, target: str, directory: Path | None) -> Any:
     try:
         found: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
+        if directory is not None:  # not found in another module of the name (`agent`, `json`)
+            _same_module_as_beside(where, module_name, directory)
         raise ConfigError(f"{where}: cannot import {target!r}: {exc}") from exc
     except (Exception, SystemExit) as exc:  # the module's own code failed (a script exits)
         raise ConfigError(f"{where}: cannot import {target!r}: {_failure(exc)}") from exc
@@ -339,9 +341,9 @@ def _same_module_as_beside(where: str, module_name: str, directory: Path) -> Non
     that name, and call the wrong functions without a word."""
     top = module_name.partition(".")[0]
     beside = importlib.machinery.PathFinder.find_spec(top, [str(directory)])
-    if beside is None or beside.origin is None:
-        return
-    imported: str | None = getattr(sys.modules.get(top), "__file__", None)
+    if beside is None or beside.origin is None or top not in sys.modules:
+        return  # not imported: the module beside failed on its own, which its error says
+    imported: str | None = getattr(sys.modules[top], "__file__", None)
     if imported is None or Path(imported).resolve() != Path(beside.origin).resolve():
         raise ConfigError(
             f"{where}: the module {top!r} beside the file ({beside.origin}) is "

@@ -24,6 +24,7 @@ either way, and an error about it names the key as written.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import logging
 import os
@@ -47,6 +48,7 @@ __all__ = [
     "required_variables",
     "servers_as_nodes",
     "with_env_files",
+    "without_the_gateway_on",
 ]
 
 CLIENT_CONFIG_FILES = (".mcp.json",)
@@ -382,3 +384,42 @@ class _Lookup:
             raise ConfigError(
                 "the working directory is gone (deleted?): run from a directory that exists"
             ) from None
+
+
+def without_the_gateway_on(data: Any, file: Path) -> Any:
+    """A client's file `data` without the entries that serve the gateway on `file` itself
+    (`agent-gateway serve --config FILE`, as `install` writes): each would start the gateway
+    again, and that one the next, until the spawn depth stops them. Each left out is logged."""
+    if not isinstance(data, dict):
+        return data
+    table = cast(dict[str, Any], data)
+    servers: Any = table.get("mcpServers")
+    if not isinstance(servers, dict):
+        return table
+    itself = file.resolve()
+    kept: dict[str, Any] = {}
+    for key, entry in cast(dict[str, Any], servers).items():
+        if _serves(entry, itself, file.parent):
+            _log.warning(
+                "%s: %s serves the gateway on this same file: left out (it would start "
+                "itself, over and over)",
+                file,
+                key_path("mcpServers", key),
+            )
+        else:
+            kept[key] = entry
+    return {**table, "mcpServers": kept}
+
+
+def _serves(entry: object, file: Path, folder: Path) -> bool:
+    """Whether a server entry runs `serve` with `--config` naming `file` (relative: to
+    `folder` or the working directory)."""
+    if not isinstance(entry, Mapping):
+        return False
+    args: object = cast(Mapping[str, Any], entry).get("args")
+    if not isinstance(args, list) or "serve" not in args:
+        return False
+    words = [str(arg) for arg in cast(list[Any], args)]
+    named = [b for a, b in itertools.pairwise(words) if a == "--config"]
+    named += [w.removeprefix("--config=") for w in words if w.startswith("--config=")]
+    return any((folder / name).resolve() == file or Path(name).resolve() == file for name in named)

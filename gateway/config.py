@@ -47,6 +47,7 @@ from .client_config import (
     key_path,
     servers_as_nodes,
     with_env_files,
+    without_the_gateway_on,
 )
 from .config_errors import describe
 from .config_files import (
@@ -416,6 +417,8 @@ def load_config(
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
     data, client_file = read_config_file(path)
     folder = _folder_of(path)
+    if client_file:
+        data = without_the_gateway_on(data, path)
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
     config = _relative_to(config, path.parent, folder)
     if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning

@@ -5,7 +5,8 @@
     cursor           ~/.cursor/mcp.json, or the project's .cursor/mcp.json (`project=True`)
 
 The client's config file gets one stdio entry, `mcpServers.<name>`, launching
-`agent-gateway serve --stdio --config <abs path>`, with `env` for what the gateway needs (API
+`agent-gateway serve --stdio --config <abs path>` (in a Cursor project's file,
+`${workspaceFolder}/<path>`), with `env` for what the gateway needs (API
 keys: a desktop app does not pass on the shell's environment). Every other entry and key stays
 as it was (keys of our own entry that we do not set, too). A file that would not change is not
 written; otherwise a backup (`<file>.bak`) is written first, then the new file atomically.
@@ -116,6 +117,10 @@ class Installation:
     """Secrets written as references to the client's environment (a project's file)."""
     backup_secrets: list[str] = field(default_factory=list[str])
     """Secrets whose values the old file held (so its backup does), now references."""
+    machine_paths: list[str] = field(default_factory=list[str])
+    """Paths of this machine's written into a project's file (meant to be shared)."""
+    replaced: list[str] | None = None
+    """The command line of the entry of that name that ran something else (another config)."""
 
 
 def claude_desktop_config_path(platform: str = sys.platform) -> Path:
@@ -209,6 +214,12 @@ def install_server(
     entry = dict(cast(dict[str, Any], old_entry)) if isinstance(old_entry, dict) else {}
     kind = CLIENTS[client].entry_type
     entry.update({"type": kind} if kind else {}, **server_entry(config))
+    machine_paths: list[str] = []
+    if is_project_file(client, path):
+        machine_paths = _portable(entry, client, path)
+    replaced = _command_line(old_entry)
+    if replaced == [entry["command"], *entry["args"]]:
+        replaced = None
     old_env: Any = entry.get("env")
     merged_env = {
         **(cast(dict[str, str], old_env) if isinstance(old_env, dict) else {}),
@@ -236,6 +247,8 @@ def install_server(
         env=sorted(merged_env),
         references=sorted(references),
         backup_secrets=sorted(backup_secrets),
+        machine_paths=machine_paths,
+        replaced=replaced,
     )
     if dry_run or not changed:
         return done
@@ -265,7 +278,37 @@ def install_server(
         env=done.env,
         references=done.references,
         backup_secrets=done.backup_secrets if backup else [],
+        machine_paths=machine_paths,
+        replaced=replaced,
     )
+
+
+def _portable(entry: dict[str, Any], client: ClientKind, path: Path) -> list[str]:
+    """A project's entry made to hold what works on any machine where the client can say it
+    (Cursor's `${workspaceFolder}` for a config in the project); the paths of this machine's
+    it still holds (the command, always: where agent-gateway is installed)."""
+    args = cast(list[str], entry["args"])
+    config = Path(args[-1])
+    workspace = path.absolute().parent.parent  # <project>/.cursor/mcp.json
+    if client == "cursor" and config.is_relative_to(workspace.resolve()):
+        args[-1] = "${workspaceFolder}/" + config.relative_to(workspace.resolve()).as_posix()
+        return [entry["command"]]
+    return [entry["command"], args[-1]]
+
+
+def _command_line(entry: Any) -> list[str] | None:
+    """What an entry runs: its command and args, or its URL (None: no entry, or none of
+    these)."""
+    if not isinstance(entry, dict):
+        return None
+    fields = cast(dict[str, Any], entry)
+    if isinstance(url := fields.get("url"), str):
+        return [url]  # an HTTP server's entry
+    command: Any = fields.get("command")
+    args: Any = fields.get("args", [])
+    if not isinstance(command, str) or not isinstance(args, list):
+        return None
+    return [command, *(str(arg) for arg in cast(list[Any], args))]
 
 
 def _is_secret(name: str, value: str, secrets: Collection[str]) -> bool:

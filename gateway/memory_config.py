@@ -115,10 +115,14 @@ def data_dir() -> Path:
     explicit = os.environ.get(DATA_DIR_ENV)
     xdg = os.environ.get("XDG_DATA_HOME", "")
     try:
+        # A relative one would move with the working directory (a cron job started elsewhere
+        # would find another, empty store): ours is refused, as a relative HOME is; the XDG
+        # one is ignored, as its spec says.
         if explicit:
-            return expand_user(explicit)
-        # A relative one is ignored, as the XDG spec says: it would move with the working
-        # directory (a cron job started elsewhere would find another, empty store).
+            chosen = expand_user(explicit)
+            if not chosen.is_absolute():
+                raise ConfigError(f"{DATA_DIR_ENV} ({explicit!r}) is not an absolute path")
+            return chosen
         base = Path(xdg) if os.path.isabs(xdg) else home() / ".local" / "share"
     except ConfigError as exc:
         raise ConfigError(

@@ -651,7 +651,8 @@ def test_verbose_goes_after_an_action_too(command: list[str]) -> None:
 def test_verbose_after_an_action_in_the_installed_console_script(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'none.sqlite'}"  # no run is stored yet
     done = cli("runs", "list", "-v", "--store", store)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == f"no runs are stored in {store}\n"  # and no log line
 
 
 def test_a_stdio_server_that_cannot_start_is_named(tmp_path: Path) -> None:

@@ -161,3 +161,26 @@ def test_with_the_working_directory_gone_what_needs_it_says_so(gone: Path) -> No
         f"{client}: mcpServers.s.args: cannot expand ${{workspaceFolder}}: the working directory "
         "is gone (deleted?): run from a directory that exists"
     )
+
+
+def test_an_entry_serving_the_gateway_on_the_file_itself_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Such an entry (written by hand, or by an older `install`) started the gateway again
+    from inside the gateway, five levels deep."""
+    monkeypatch.chdir(tmp_path)
+    itself = ["serve", "--stdio", "--config", str(tmp_path / ".mcp.json")]
+    servers = {
+        "time": {"command": "uvx", "args": ["mcp-server-time"]},
+        "agent-gateway": {"command": "agent-gateway", "args": itself},
+        "relative": {"command": "agent-gateway", "args": ["serve", "--config=.mcp.json"]},
+        "another": {"command": "agent-gateway", "args": ["serve", "--config", "other.toml"]},
+    }
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    config = load_config(".mcp.json")
+    assert list(config.mcp_servers) == ["time", "another"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f".mcp.json: mcpServers.{name} serves the gateway on this same file: left out (it "
+        "would start itself, over and over)"
+        for name in ("agent-gateway", "relative")
+    ]

@@ -345,52 +345,6 @@ async def test_a_python_function_becomes_a_tool_named_after_its_node() -> None:
     assert result.structured_content == {"response": "HI HI"}
 
 
-async def test_a_python_tool_is_found_beside_its_config_file(tmp_path: Path) -> None:
-    module = f"beside_{tmp_path.name.replace('-', '_')}"  # not imported by an earlier test
-    (tmp_path / f"{module}.py").write_text(
-        'def twice(text: str) -> str:\n    """Say it twice."""\n    return text * 2\n'
-    )
-    file = tmp_path / "agent-gateway.toml"
-    file.write_text(f'[tools.twice]\npython = "{module}:twice"\n')
-    async with open_gateway(load_config(file)) as gateway:
-        result = await gateway.call_tool("twice", {"text": "ab"})
-    assert result.structured_content == {"response": "abab"}
-
-
-async def test_a_second_configs_tool_module_named_as_one_imported_already_is_refused(
-    tmp_path: Path,
-) -> None:
-    """A module is the process's: a caller opening a gateway from a second config, with a
-    module of the same name beside it, got the first config's module and called its function,
-    without a word."""
-    module = f"says_{tmp_path.name.replace('-', '_')}"
-    for folder, said in (("first", "one"), ("second", "two")):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / f"{module}.py").write_text(
-            f'def say() -> str:\n    """Say it."""\n    return "{said}"\n'
-        )
-        (tmp_path / folder / "agent-gateway.toml").write_text(
-            f'[tools.say]\npython = "{module}:say"\n'
-        )
-    kept_path = list(sys.path)
-    try:
-        async with open_gateway(load_config(tmp_path / "first" / "agent-gateway.toml")) as first:
-            result = await first.call_tool("say", {})
-        with pytest.raises(ConfigError) as caught:
-            async with open_gateway(load_config(tmp_path / "second" / "agent-gateway.toml")):
-                pass
-    finally:
-        sys.path[:] = kept_path
-        sys.modules.pop(module, None)
-    assert result.structured_content == {"response": "one"}
-    assert str(caught.value) == (
-        f"{tmp_path / 'second' / 'agent-gateway.toml'}: "
-        f"tools.say.python: the module {module!r} beside the file "
-        f"({tmp_path / 'second' / module}.py) is not the one imported by that name "
-        f"({tmp_path / 'first' / module}.py): rename it"
-    )
-
-
 async def test_a_local_tool_keeps_its_name_against_a_servers_bare_one() -> None:
     # The server offers convert_units with prefix "never"; so does the local tool. A call of
     # the name goes where the listing says, whether the servers were waited for or not.

@@ -14,6 +14,7 @@ from agent.errors import (
     AgentError,
     AllModelsFailed,
     ContextWindowExceeded,
+    MemoryDriverMissing,
     MemoryStoreError,
     MemoryWriteUnknown,
     MissingApiKey,
@@ -60,6 +61,7 @@ SAMPLES: dict[type[AgentError], AgentError] = {
     MissingApiKey: MissingApiKey("openai needs an API key: set OPENAI_API_KEY"),
     MemoryStoreError: MemoryStoreError("cannot reach redis://127.0.0.1:6379/0"),
     MemoryWriteUnknown: MemoryWriteUnknown("chat memory redis://127.0.0.1:6379/0: Timeout"),
+    MemoryDriverMissing: MemoryDriverMissing("Redis memory needs its driver: pip install ..."),
     StateError: StateError("metadata from another version"),
     StepInterrupted: StepInterrupted(
         HTTP_ERROR, EngineRequest(actions=[], metadata=AgentRequestMetadata(iteration_count=3))

@@ -145,3 +145,23 @@ async def test_memory_with_no_place_fails_only_the_run_that_uses_a_session(
         str(caught.value)
         == f"chat memory: no home directory: HOME ('home') is not an absolute path: {FIX}"
     )
+
+
+def test_a_relative_data_directory_is_refused_not_kept_under_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`AGENT_GATEWAY_DATA_DIR=relative/dir` kept runs under wherever a command started: from
+    another folder, `runs list` found none."""
+    monkeypatch.setenv("AGENT_GATEWAY_DATA_DIR", "relative/dir")
+    monkeypatch.chdir(tmp_path)
+    config = str(_config(tmp_path))
+    assert main(["run", "hi", "--config", config]) == 2
+    assert capsys.readouterr().err == (
+        f"error: AGENT_GATEWAY_DATA_DIR ('relative/dir') is not an absolute path: {FIX} "
+        "(or --no-store: keep no record)\n"
+    )
+    assert main(["runs", "list"]) == 2
+    assert not (tmp_path / "relative").exists()
+    monkeypatch.setenv("AGENT_GATEWAY_DATA_DIR", str(tmp_path / "data"))
+    assert main(["run", "hi", "--config", config]) == 0
+    assert (tmp_path / "data" / "agent-gateway.sqlite3").is_file()

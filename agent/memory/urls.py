@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import MemoryStoreError
+from ..errors import MemoryDriverMissing, MemoryStoreError
 from .base import SessionStore
 from .in_process import InProcessStore
 from .sqlite_store import SQLiteStore
@@ -27,7 +27,8 @@ STORE_URL_FORMS = ("memory://", "sqlite:///FILE", "postgresql://...", "redis://.
 def store_from_url(url: str, *, base: Path | None = None) -> SessionStore:
     """The store `url` names; a relative SQLite path is relative to `base` (default: cwd).
 
-    Raises `MemoryStoreError` for an unknown scheme, or a driver that is not installed.
+    Raises `MemoryStoreError` for an unknown scheme, `MemoryDriverMissing` for a driver that
+    is not installed.
     """
     problem = store_url_problem(url)
     if problem is not None:
@@ -128,5 +129,5 @@ def store_url_problem(url: str) -> str | None:
     return f"unknown memory URL scheme {shown!r}; expected one of: {forms}"
 
 
-def _missing(what: str, install: str, exc: ImportError) -> MemoryStoreError:
-    return MemoryStoreError(f"{what} memory needs its driver: pip install '{install}' ({exc})")
+def _missing(what: str, install: str, exc: ImportError) -> MemoryDriverMissing:
+    return MemoryDriverMissing(f"{what} memory needs its driver: pip install '{install}' ({exc})")

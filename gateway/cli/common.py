@@ -44,6 +44,7 @@ __all__ = [
     "config_of",
     "count_of",
     "did_you_mean",
+    "how_to_set_model",
     "name_width",
     "pick_agent",
     "plural",
@@ -332,3 +333,21 @@ def with_steps(gateway: Gateway, name: str) -> None:
     spec = gateway.agents[name]
     options = dataclasses.replace(spec.options, return_intermediate_steps=True)
     gateway.agents[name] = dataclasses.replace(spec, options=options)
+
+
+def how_to_set_model(
+    config: Config, agent: str, *, servers_only: bool, by_flag: bool = True
+) -> str:
+    """How to give `agent` a model (`by_flag`: or `--model SPEC`), or (`servers_only`) serve
+    the servers' tools instead, in the form of the config's file: TOML tables, or JSON keys
+    (an MCP client's file)."""
+    if config.in_json:
+        model = f'"agents": {{"{agent}": {{"model": "SPEC"}}}}'
+        expose = '"gateway": {"expose_tools": true}'
+        how = f"set its model in the file ({model})"
+    else:
+        expose = "[gateway] expose_tools = true"
+        how = f"set `model` in [agents.{agent}]"
+    how += " or pass --model SPEC" if by_flag else ""
+    proxy = f"; or, to serve the servers' own tools (a proxy), set {expose}"
+    return how + (proxy if servers_only else "")

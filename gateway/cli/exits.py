@@ -4,7 +4,8 @@
 1    the run failed: a model error, max iterations (of any item of `run --items`), a server
      that was needed and is down, chat memory's store or the run store unreachable (or not
      writable now: locked, full, read-only, found damaged), the run cancelled (`runs cancel`)
-2    bad input: config, arguments, an unknown agent, tool or stored run
+2    bad input: config, arguments, an unknown agent, tool or stored run, an optional
+     driver or SDK not installed (`pip install 'agent-gateway[redis]'`)
 3    `run --no-wait` (or `resume --no-wait`): a call waits for a person's approval; the run
      is stored, waiting: `runs approve|deny`, then `resume`
 130  interrupted (Ctrl-C); 143 for SIGTERM, 129 for SIGHUP
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from agent.errors import AgentError, MemoryStoreError, ModelError
+from agent.errors import AgentError, MemoryDriverMissing, MemoryStoreError, ModelError
 from toolkits.errors import ServerUnavailable, ToolkitError, ToolTimeout
 from toolkits.printable import printable
 
@@ -54,6 +55,8 @@ def exit_code(exc: GatewayError | AgentError | ToolkitError) -> int:
         ServerUnavailable,
         ToolTimeout,
     )
+    if isinstance(exc, MemoryDriverMissing):  # an extra to install, as --otel's SDK
+        return BAD_INPUT
     return FAILED if isinstance(exc, failed) else BAD_INPUT
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -24,7 +25,7 @@ from ..install import (
     reference_name,
     secret_names,
 )
-from .common import Commands
+from .common import Commands, how_to_set_model
 from .output import result_json, result_stdout
 
 __all__ = ["register"]
@@ -82,8 +83,17 @@ def _install(args: argparse.Namespace) -> int:
     # an error: the client may well have it.
     environ = {**os.environ, **env}
     environ.update({name: f"${{{name}}}" for name in variables if name not in environ})
-    config = with_default_agent(load_config(path, environ=environ))
+    given = load_config(path, environ=environ)
+    servers_only = not given.agents
+    config = with_default_agent(given)
     target = _client_file(args, client)
+    if path.resolve() == target.resolve():
+        raise GatewayError(
+            f"{path} is {CLIENTS[client].label}'s own file, which the entry goes into: the "
+            "gateway run on it would start itself, over and over; copy the servers to put "
+            "behind the gateway into a file of their own (or write one with `agent-gateway "
+            "init`) and install that"
+        )
     new_file = not target.exists()
     done = install_server(
         path,
@@ -97,9 +107,24 @@ def _install(args: argparse.Namespace) -> int:
     )
     label = CLIENTS[client].label
     _explain_references(done, env, label, args.name)
+    if done.machine_paths:
+        print(
+            f"note: {done.path.name} is meant to be shared, but holds this machine's "
+            f"{' and '.join(done.machine_paths)}: on another machine, run `agent-gateway "
+            "install` there",
+            file=sys.stderr,
+        )
     entry_env = _entry_env(done.text, args.name)
     for problem in missing_env(config, entry_env, client, variables):
         print(f"warning: {problem}", file=sys.stderr)
+    for agent, spec in config.agents.items():
+        if spec.model is None:
+            how = how_to_set_model(config, agent, servers_only=servers_only, by_flag=False)
+            print(
+                f"warning: agent {agent!r} has no model, so every call {label} makes to it "
+                f"fails: {how}",
+                file=sys.stderr,
+            )
     if args.dry_run:
         print(_masked(done.text, args.name), end="", file=result_stdout())
     elif not done.changed:
@@ -108,8 +133,10 @@ def _install(args: argparse.Namespace) -> int:
         backup = f" (backup: {done.backup})" if done.backup else ""
         with_env = f" with env {', '.join(done.env)}" if done.env else ""
         made = " (a new file)" if new_file else ""
+        # Another gateway (or server) of that name is gone: a second one needs --name.
+        was = f", replacing the one that ran {shlex.join(done.replaced)}" if done.replaced else ""
         print(
-            f"{done.path}{made}: installed {args.name!r}{with_env}{backup}; "
+            f"{done.path}{made}: installed {args.name!r}{with_env}{was}{backup}; "
             f"restart {label} to use it",
             file=result_stdout(),
         )

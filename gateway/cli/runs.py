@@ -221,7 +221,8 @@ async def _prune(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     sizes: tuple[int, int] | None = None
     unshrunk: StoreError | None = None
-    if await anyio.to_thread.run_sync(runs_stored, url):  # else there is nothing to delete
+    stored = await anyio.to_thread.run_sync(runs_stored, url)
+    if stored:  # else there is nothing to delete
         async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
             finished = await runs.forget_finished(args.older_than)
             if args.stopped:
@@ -243,12 +244,16 @@ async def _prune(args: argparse.Namespace) -> int:
         if unshrunk is not None:  # else the sizes are in the JSON
             print(room, file=sys.stderr)
         return OK
+    if not stored:  # a mistyped --store, say: not a store of no old runs
+        print(f"no runs are stored in {redacted(url)}: none deleted", file=sys.stderr)
+        return OK
     said = f"deleted {finished} finished run{'' if finished == 1 else 's'}"
     if args.stopped:
         said += f" and {stopped} stopped run{'' if stopped == 1 else 's'}"
         if skipped:  # the warning above says why
             said += f" ({len(skipped)} not read, skipped)"
-    print(f"{said} older than {args.older_than:g} days from {redacted(url)}", file=sys.stderr)
+    days = f"{args.older_than:g} day{'' if args.older_than == 1 else 's'}"
+    print(f"{said} older than {days} from {redacted(url)}", file=sys.stderr)
     if room is not None:
         print(room, file=sys.stderr)
     return OK
@@ -271,7 +276,8 @@ async def _list(args: argparse.Namespace) -> int:
     assert url is not None
     found: list[RunInfo] = []
     limit: int | None = args.limit or None
-    if await anyio.to_thread.run_sync(runs_stored, url):  # else no run is stored yet
+    stored = await anyio.to_thread.run_sync(runs_stored, url)
+    if stored:  # else no run is stored yet
         # Looking writes nothing: a backup, another user's store, a read-only directory.
         pickled = read_pickled(args)
         async with open_store(url, launch=False, read_pickled=pickled, read_only=True) as runs:
@@ -298,7 +304,9 @@ async def _list(args: argparse.Namespace) -> int:
             printable(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}"),
             file=result_stdout(),
         )
-    if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
+    if not stored and (args.store or args.state_dir):  # mistyped, say: said even in a script
+        print(f"no runs are stored in {redacted(url)}", file=sys.stderr)
+    elif not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
         status = f" {args.status}" if args.status else ""
         print(f"no{status} runs in {redacted(url)}", file=sys.stderr)
     return OK

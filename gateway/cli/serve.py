@@ -29,6 +29,7 @@ from .common import (
     add_trace_options,
     check_servers,
     config_of,
+    how_to_set_model,
     trace_hooks,
     user_path,
 )
@@ -270,7 +271,7 @@ async def _warn_about(gateway: Gateway, config: Config, *, servers_only: bool) -
         _warn(f"serving nothing: no agents and no tools ({hint})")
     for name, spec in gateway.agents.items():
         if isinstance(spec.model, NoModel):
-            how = _set_model(config, name, servers_only=servers_only)
+            how = how_to_set_model(config, name, servers_only=servers_only)
             _warn(f"agent {name!r} has no model, so calls to it fail: {how}")
         elif (reason := cannot_run(spec.model)) is not None:
             _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")
@@ -278,20 +279,6 @@ async def _warn_about(gateway: Gateway, config: Config, *, servers_only: bool) -
             offered = await tools_offered(gateway, spec)
             if (said := too_many_tools(name, spec.model, offered)) is not None:
                 _warn(said)
-
-
-def _set_model(config: Config, agent: str, *, servers_only: bool) -> str:
-    """How to give `agent` a model, or (`servers_only`) serve the servers' tools instead, in
-    the form of the config's file: TOML tables, or JSON keys (an MCP client's file)."""
-    if config.in_json:
-        model = f'"agents": {{"{agent}": {{"model": "SPEC"}}}}'
-        expose = '"gateway": {"expose_tools": true}'
-        how = f"set its model in the file ({model}) or pass --model SPEC"
-    else:
-        expose = "[gateway] expose_tools = true"
-        how = f"set `model` in [agents.{agent}] or pass --model SPEC"
-    proxy = f"; or, to serve the servers' own tools (a proxy), set {expose}"
-    return how + (proxy if servers_only else "")
 
 
 TOKENS_ENV = "AGENT_GATEWAY_TOKENS"

@@ -316,7 +316,8 @@ def test_a_projects_file_gets_references_not_the_secrets_given(
     assert main([*command, *given, "--env", "DS_TOKEN"]) == 0
     assert "sk-live-xyz" not in (project / ".mcp.json.bak").read_text()
     assert "t0k" not in mcp.read_text()
-    assert "warning" not in capsys.readouterr().err
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert [line for line in warnings if "has no model" not in line] == []
     # Cursor's project file: ${env:VAR}; its global file keeps the value (readable by you only).
     cursor = [*command[:1], "cursor", *command[2:], *given]
     assert main([*cursor, "--project"]) == 0
@@ -422,3 +423,83 @@ def test_without_a_console_script_the_entry_runs_this_pythons_gateway_wherever_i
         timeout=60,
     )
     assert done.stdout.startswith("agent-gateway "), (done.stdout, done.stderr)
+
+
+def test_the_clients_own_file_as_the_config_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README says a client's file works unchanged as a config: installed on itself, the
+    client's start of the gateway started the gateway again, five levels deep."""
+    monkeypatch.chdir(tmp_path)
+    servers = {"mcpServers": {"toolbox": {"command": "python", "args": ["-m", "toolbox"]}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(servers))
+    assert main(["install", "claude-code", "--config", ".mcp.json"]) == 2
+    assert capsys.readouterr().err == (
+        "error: .mcp.json is Claude Code's own file, which the entry goes into: the gateway run "
+        "on it would start itself, over and over; copy the servers to put behind the gateway "
+        "into a file of their own (or write one with `agent-gateway init`) and install that\n"
+    )
+    desktop = tmp_path / "claude_desktop_config.json"
+    desktop.write_text(json.dumps(servers))
+    assert install(desktop, tmp_path / "." / desktop.name) == 2  # however it is spelled
+    assert json.loads(desktop.read_text()) == servers
+    assert json.loads((tmp_path / ".mcp.json").read_text()) == servers
+
+
+def test_an_agent_without_a_model_is_warned_about(
+    tmp_path: Path, gateway_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`init` then `install` gave the client a gateway whose only tool always failed."""
+    assert install(gateway_config, tmp_path / "claude.json") == 0
+    assert capsys.readouterr().err == (
+        "warning: agent 'assistant' has no model, so every call Claude Desktop makes to it "
+        "fails: set `model` in [agents.assistant]; or, to serve the servers' own tools (a "
+        "proxy), set [gateway] expose_tools = true\n"
+    )
+    gateway_config.write_text('[agents.a]\nmodel = "scripted:s.json"\n')
+    assert install(gateway_config, tmp_path / "claude.json") == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_an_entry_of_the_name_that_ran_another_config_is_named_as_replaced(
+    tmp_path: Path, gateway_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = tmp_path / "claude_desktop_config.json"
+    other = tmp_path / "other.toml"
+    other.write_text(gateway_config.read_text())
+    assert install(other, client) == 0
+    first = json.loads(client.read_text())["mcpServers"]["agent-gateway"]
+    capsys.readouterr()
+    assert install(gateway_config, client, "--env", "LOG=1") == 0
+    assert (
+        f": installed 'agent-gateway' with env LOG, replacing the one that ran "
+        f"{first['command']} serve --stdio --config {other.resolve()} (backup: "
+    ) in capsys.readouterr().out
+    assert install(gateway_config, client, "--env", "LOG=2") == 0  # the same gateway, new env
+    assert "replacing" not in capsys.readouterr().out
+
+
+def test_a_projects_file_names_the_config_portably_where_the_client_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project's file is checked in: the config by this machine's absolute path was wrong
+    on every other machine. Cursor says the project's folder as `${workspaceFolder}`; what
+    stays this machine's (the command, Claude Code's config path) is said."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "gw.toml").write_text('[agents.a]\nmodel = "scripted:s.json"\n')
+    assert main(["install", "cursor", "--project", "--config", "tools/gw.toml"]) == 0
+    entry = json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]
+    command = entry["agent-gateway"]["command"]
+    assert entry["agent-gateway"]["args"][-2:] == ["--config", "${workspaceFolder}/tools/gw.toml"]
+    assert capsys.readouterr().err == (
+        f"note: mcp.json is meant to be shared, but holds this machine's {command}: on another "
+        "machine, run `agent-gateway install` there\n"
+    )
+    assert main(["install", "claude-code", "--config", "tools/gw.toml"]) == 0
+    config = tmp_path.resolve() / "tools" / "gw.toml"
+    assert f"holds this machine's {command} and {config}: on" in capsys.readouterr().err
+    assert main(["install", "cursor", "--config", "tools/gw.toml"]) == 0  # ~/.cursor: not shared
+    assert "note" not in capsys.readouterr().err
+    assert (tmp_path / "home" / ".cursor" / "mcp.json").is_file()
