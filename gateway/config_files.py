@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import selectors
+import stat
+import time
 import tomllib
 from pathlib import Path
 from typing import Any, cast
@@ -17,9 +21,21 @@ from toolkits.nesting import MAX_DEPTH, nesting
 from .client_config import CLIENT_CONFIG_FILES, key_path
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG_FILE", "find_config_file", "read_config_data", "read_config_file"]
+__all__ = [
+    "DEFAULT_CONFIG_FILE",
+    "MAX_CONFIG_BYTES",
+    "PIPE_WAIT",
+    "find_config_file",
+    "read_config_bytes",
+    "read_config_data",
+    "read_config_file",
+]
 
 DEFAULT_CONFIG_FILE = "agent-gateway.toml"
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+"""The largest config read: a thousand servers' config is a few hundred kB."""
+PIPE_WAIT = 10.0
+"""Seconds a config from a pipe (`--config <(...)`, a FIFO) may take to be written whole."""
 
 
 def read_config_data(path: Path) -> Any:
@@ -33,10 +49,7 @@ def read_config_file(path: Path) -> tuple[Any, bool]:
     any case (`MCP.JSON`), or one of another name that opens with `{`, which no TOML does. A
     UTF-8 byte order mark (what some Windows editors write) is no part of the text. Raises
     `ConfigError` for a file that cannot be read or parsed, or JSON giving a key twice."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    raw = read_config_bytes(path)
     try:
         text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -59,6 +72,78 @@ def read_config_file(path: Path) -> tuple[Any, bool]:
     if not isinstance(data, dict):  # JSON's `[...]`, `"..."`, `null`: TOML is a table anyway
         raise ConfigError(_not_an_object(path, cast(object, data), text))
     return cast(dict[str, Any], data), as_json
+
+
+def read_config_bytes(path: Path, *, pipe_wait: float = PIPE_WAIT) -> bytes:
+    """The bytes of the config file `path`: a regular file, or a pipe its writer writes and
+    closes within `pipe_wait` seconds (`--config <(...)`). Raises `ConfigError` for anything
+    else (a device: `/dev/zero` was read until the memory ran out; a FIFO without a writer
+    held the command up, deaf to signals), an empty pipe, or more than `MAX_CONFIG_BYTES`."""
+    try:
+        # Opened without waiting (a FIFO's open waits for a writer); what was opened is
+        # looked at, not the name.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode):
+            data = _from_pipe(fd, path, pipe_wait)
+        elif stat.S_ISREG(mode):
+            data = _bounded(fd, path)
+        else:
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a device?)"
+            raise ConfigError(f"cannot read config {path}: {kind}")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    return data
+
+
+def _bounded(fd: int, path: Path) -> bytes:
+    data = b""
+    while len(data) <= MAX_CONFIG_BYTES and (piece := os.read(fd, _more(data))):
+        data += piece
+    _at_most(data, path)
+    return data
+
+
+def _from_pipe(fd: int, path: Path, wait: float) -> bytes:
+    deadline = time.monotonic() + wait
+    data = b""
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(fd, selectors.EVENT_READ)
+        while True:
+            try:
+                piece = os.read(fd, _more(data))
+            except BlockingIOError:  # its writer has more to write
+                left = deadline - time.monotonic()
+                if left <= 0 or not waiting.select(left):
+                    raise ConfigError(
+                        f"cannot read config {path}: a pipe still being written after {wait:g} s"
+                    ) from None
+                continue
+            if not piece:  # no writer (any more)
+                if not data:
+                    raise ConfigError(
+                        f"cannot read config {path}: a pipe with nothing in it (a FIFO "
+                        "nothing writes to?)"
+                    )
+                return data
+            data += piece
+            _at_most(data, path)
+
+
+def _more(data: bytes) -> int:
+    return MAX_CONFIG_BYTES + 1 - len(data)
+
+
+def _at_most(data: bytes, path: Path) -> None:
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"cannot read config {path}: larger than {MAX_CONFIG_BYTES // 2**20} MB, not a config"
+        )
 
 
 def _not_an_object(path: Path, data: object, text: str) -> str:

@@ -1,15 +1,17 @@
-"""Config files as written: JSON or TOML whatever the case of the name, a byte order mark, and a
-key that JSON gives twice."""
+"""Config files as written: JSON or TOML whatever the case of the name, a byte order mark, a
+key that JSON gives twice; what is read as one (a regular file, a pipe) and what is not."""
 
 from __future__ import annotations
 
 import codecs
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from gateway.config import load_config
+from gateway.config_files import MAX_CONFIG_BYTES, read_config_bytes
 from gateway.errors import ConfigError
 
 SERVER = {"command": "srv", "args": ["first"]}
@@ -115,3 +117,61 @@ def test_toml_by_any_other_name_is_toml(tmp_path: Path) -> None:
     path.write_text("[mcpServers.s\n")
     with pytest.raises(ConfigError, match=r"gateway\.conf: not valid TOML"):
         load_config(path)
+
+
+posix_only = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX's")
+
+
+@posix_only
+def test_a_config_from_a_pipe_is_read_as_its_writer_writes_it() -> None:
+    """`--config <(...)`: the shell's pipe, `/dev/fd/N`."""
+    read, write = os.pipe()
+    try:
+        os.write(write, b"[agents.a]\ntools = []\n")
+        os.close(write)
+        config = load_config(f"/dev/fd/{read}")
+    finally:
+        os.close(read)
+    assert list(config.agents) == ["a"]
+
+
+@posix_only
+def test_a_pipe_still_being_written_after_the_wait_is_refused() -> None:
+    read, write = os.pipe()
+    try:
+        os.write(write, b"[agents.a]\n")  # and its writer never closes it
+        with pytest.raises(ConfigError, match=r"a pipe still being written after 0\.2 s$"):
+            read_config_bytes(Path(f"/dev/fd/{read}"), pipe_wait=0.2)
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+@posix_only
+@pytest.mark.timeout(10)
+def test_a_fifo_without_a_writer_is_refused_at_once(tmp_path: Path) -> None:
+    """Was: the command waited for a writer for ever, deaf to Ctrl-C and SIGTERM."""
+    fifo = tmp_path / "ff.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as refused:
+        load_config(fifo)
+    assert str(refused.value) == (
+        f"cannot read config {fifo}: a pipe with nothing in it (a FIFO nothing writes to?)"
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_a_device_is_refused_unread() -> None:
+    """Was: `/dev/zero` read until the memory ran out (19 GB)."""
+    with pytest.raises(ConfigError) as refused:
+        load_config("/dev/zero")
+    assert str(refused.value) == "cannot read config /dev/zero: not a regular file (a device?)"
+
+
+def test_a_config_larger_than_the_most_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.toml"
+    with big.open("wb") as file:
+        file.truncate(MAX_CONFIG_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(ConfigError) as refused:
+        load_config(big)
+    assert str(refused.value) == f"cannot read config {big}: larger than 16 MB, not a config"

@@ -15,6 +15,7 @@ from pathlib import Path
 from agent.models import stored_without_credentials
 
 from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
+from ..config_files import read_config_bytes
 from ..errors import ConfigError
 from ..run_state import RunOrigin
 from .common import with_command_line, with_settings
@@ -121,8 +122,9 @@ def _with_origin_settings(config: Config, origin: RunOrigin, agent: str) -> Conf
     )
 
 
-def _digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+def _digest(path: Path) -> str | None:
+    """The content hash of the config file `path`; None for a pipe (`--config <(...)`), read
+    once, already, and never the same file again."""
+    if not path.is_file():
+        return None
+    return hashlib.sha256(read_config_bytes(path)).hexdigest()
