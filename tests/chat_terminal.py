@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXECUTABLE", "REPO", "chat_on_pty", "gated_config", "session_messages", "tool_call"]
+__all__ = [
+    "EXECUTABLE",
+    "REPO",
+    "chat_on_pty",
+    "gated_config",
+    "on_pty",
+    "session_messages",
+    "tool_call",
+]
 
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
 REPO = Path(__file__).resolve().parents[1]
@@ -41,18 +49,28 @@ def chat_on_pty(
     config: Path, *options: str, term: str = "dumb"
 ) -> tuple[subprocess.Popen[bytes], int]:
     """`chat` on a pty (stdin and stderr; stdout piped): the process and the terminal's fd."""
+    process, primary, secondary = on_pty(config, "chat", *options, term=term)
+    os.close(secondary)
+    return process, primary
+
+
+def on_pty(
+    config: Path, command: str, *options: str, term: str
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """`agent-gateway COMMAND --config CONFIG OPTIONS` on a pty (stdin and stderr; stdout
+    piped): the process, the terminal's fd and the program's side of it (its modes are the
+    terminal's; the caller closes it)."""
     assert EXECUTABLE is not None
     primary, secondary = pty.openpty()
     process = subprocess.Popen(
-        [EXECUTABLE, "chat", "--config", str(config), *options],
+        [EXECUTABLE, command, "--config", str(config), *options],
         cwd=config.parent,
         stdin=secondary,
         stdout=subprocess.PIPE,
         stderr=secondary,
         env={**os.environ, "PYTHONPATH": str(REPO), "TERM": term},
     )
-    os.close(secondary)
-    return process, primary
+    return process, primary, secondary
 
 
 def session_messages(config: Path, state: Path, session: str) -> list[dict[str, object]]:

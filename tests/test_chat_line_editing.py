@@ -10,18 +10,17 @@ import os
 import pty
 import select
 import signal
-import subprocess
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.chat_terminal import (
-    EXECUTABLE,
-    REPO,
     chat_on_pty,
     gated_config,
+    on_pty,
     session_messages,
     tool_call,
 )
@@ -30,6 +29,16 @@ from tests.screen import Terminal, read_all
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 LEFT, UP = b"\x1b[D", b"\x1b[A"
 PASTES_ON, PASTES_OFF = "\x1b[?2004h", "\x1b[?2004l"
+
+
+def _new_terminals_modes() -> list[Any]:
+    """The modes a terminal has before any program changes them (each new pty's)."""
+    primary, secondary = pty.openpty()
+    try:
+        return termios.tcgetattr(secondary)
+    finally:
+        os.close(primary)
+        os.close(secondary)
 
 
 def _send(terminal: Terminal, data: bytes, timeout: float = 30) -> None:
@@ -60,17 +69,9 @@ def test_a_terminals_lines_are_edited_whole_and_the_terminal_is_left_as_it_was(
     config = tmp_path / "agent-gateway.toml"
     config.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     state = tmp_path / "state"
-    assert EXECUTABLE is not None
-    primary, secondary = pty.openpty()
-    modes = termios.tcgetattr(secondary)
-    process = subprocess.Popen(
-        [EXECUTABLE, "chat", "--config", str(config), "--session", "s1", "--state-dir", state],
-        cwd=tmp_path,
-        stdin=secondary,
-        stdout=subprocess.PIPE,
-        stderr=secondary,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm"},
-    )
+    modes = _new_terminals_modes()
+    options = ("--session", "s1", "--state-dir", str(state))
+    process, primary, secondary = on_pty(config, "chat", *options, term="xterm")
     os.set_blocking(primary, False)
     terminal = Terminal(primary)
     long_line = "x" * 6000 + "END"
@@ -148,16 +149,8 @@ def test_run_dash_on_a_terminal_takes_lines_of_any_length(tmp_path: Path) -> Non
     config = tmp_path / "agent-gateway.toml"
     config.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     state = tmp_path / "state"
-    assert EXECUTABLE is not None
-    primary, secondary = pty.openpty()
-    process = subprocess.Popen(
-        [EXECUTABLE, "run", "-", "--config", str(config), "--session", "s1", "--state-dir", state],
-        cwd=tmp_path,
-        stdin=secondary,
-        stdout=subprocess.PIPE,
-        stderr=secondary,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm"},
-    )
+    options = ("-", "--session", "s1", "--state-dir", str(state))
+    process, primary, secondary = on_pty(config, "run", *options, term="xterm")
     os.close(secondary)
     os.set_blocking(primary, False)
     terminal = Terminal(primary)
