@@ -1,5 +1,5 @@
 """A SQLite run store locked by another process (a `sqlite3` shell holding a transaction, a
-backup) while runs execute here.
+backup, another agent-gateway's write) while runs execute here.
 
 SQLite waits for a lock itself (its busy timeout), then DBOS retries "database is locked" for
 ever, each try waiting again: a run hung without a word of ours, DBOS's warnings came every
@@ -7,13 +7,17 @@ half minute, and a Ctrl-C waited for its threads. Here the store's engines wait
 `BUSY_SECONDS` at most, and hand the failure to `LockWait.locked` (SQLAlchemy's
 `handle_error`, in DBOS's thread), which:
 
-- says once that the store is locked, naming it and the wait (DBOS's own records about it
-  are dropped, or kept at DEBUG when that is on: `quiet`); while this process deletes old
-  runs itself (`busy_here`: `retention`), not that another process holds it;
+- says once that the store is locked, naming the wait and who holds the lock where the
+  system tells (`sqlite_holder`), else no one (DBOS's own records about it are dropped, or
+  kept at DEBUG when that is on: `quiet`); while this process deletes old runs itself
+  (`busy_here`: `retention`), that it does;
 - looks every `PROBE_SECONDS` whether it can be written: then it says so, and DBOS retries;
 - after its wait (`[store] unreachable_wait`, as for a PostgreSQL store gone away), or as the
   store closes (Ctrl-C), raises `StoreUnavailable`, which DBOS does not retry: the run stops,
   resumable from its last recorded step.
+
+This process's own writes never meet each other's lock there: they take turns
+(`sqlite_turns`), and those waiting for their turn stop with the one that has it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from sqlalchemy.engine import Engine, ExceptionContext
 
 from ..errors import StoreUnavailable
 from ..store_config import redacted
+from .sqlite_holder import write_lock_holder
+from .sqlite_turns import WriteTurns
 
 __all__ = ["BUSY_SECONDS", "PROBE_SECONDS", "LockWait", "quiet"]
 
@@ -41,7 +47,7 @@ BUSY_SECONDS = 2.0
 PROBE_SECONDS = 0.5
 """How often a locked store is looked at."""
 _LOCKED = "database is locked"
-_HELD = "another process held its write lock"
+_HELD = "its write lock was held"
 _ANEW = 10.0
 """Seconds without finding the store locked after which a lock is a new one (waited for)."""
 _BUSY_SET = "agent_gateway_busy_timeout"
@@ -49,8 +55,8 @@ _BUSY_SET = "agent_gateway_busy_timeout"
 
 
 class LockWait:
-    """What this process knows of its SQLite run store being locked by another. DBOS's
-    threads share it: `since` is written under `_guard`."""
+    """What this process knows of its SQLite run store being locked by another process, and
+    its own writes' turns. DBOS's threads share it: `since` is written under `_guard`."""
 
     def __init__(self, url: str, wait: float) -> None:
         self.url = url
@@ -66,6 +72,7 @@ class LockWait:
         """When it was last found locked."""
         self._here: str | None = None
         """What this process is writing that may hold the lock itself (`busy_here`)."""
+        self.turns = WriteTurns(self._patience)
 
     @property
     def held(self) -> bool:
@@ -74,8 +81,10 @@ class LockWait:
         return self.since is not None
 
     def bind(self, engine: Engine) -> None:
-        """`engine`'s connections wait `BUSY_SECONDS` for the lock, then ask this."""
+        """`engine`'s writes take their turn, then wait `BUSY_SECONDS` for the lock, then
+        ask this."""
         event.listen(engine, "checkout", self._checked_out)
+        self.turns.bind(engine)
         event.listen(engine, "handle_error", self._failed)
 
     @contextmanager
@@ -96,8 +105,24 @@ class LockWait:
         # Not SQLite's words: DBOS retries any error that says them.
         return StoreUnavailable(
             f"cannot write to the run store {redacted(self.url)}: {_HELD} for {self.wait:g} s "
-            "(a `sqlite3` shell, a backup?): try again once it lets go"
+            f"by {self._holder()}: try again once it lets go"
         )
+
+    def _holder(self) -> str:
+        return write_lock_holder(self.file) or "another connection"
+
+    def _patience(self, held: float) -> None:
+        """A write waiting for its turn while the one that has it has held it `held`
+        seconds: it stops with that one (which waits for another process's lock), or when
+        the store closes, or when that one never lets go."""
+        since = self.since
+        if self.closing.is_set() or (since is not None and time.monotonic() - since > self.wait):
+            raise self.error()
+        if since is None and held > self.wait:
+            raise StoreUnavailable(
+                f"cannot write to the run store {redacted(self.url)}: {_HELD} for "
+                f"{held:.0f} s by another write of this process, which did not end"
+            )
 
     def locked(self) -> None:
         """A statement found the store locked (after `BUSY_SECONDS`): return once it can be
@@ -118,11 +143,11 @@ class LockWait:
                     )
                 else:
                     _log.warning(
-                        "the run store %s is locked by another process (a `sqlite3` shell, "
-                        "a backup?): runs here wait up to %g s for it ([store] "
-                        "unreachable_wait), then stop; a stopped run resumes from its last "
-                        "recorded step (Ctrl-C stops it now)",
+                        "the run store %s is locked by %s: runs here wait up to %g s for it "
+                        "([store] unreachable_wait), then stop; a stopped run resumes from its "
+                        "last recorded step (Ctrl-C stops it now)",
                         redacted(self.url),
+                        self._holder(),
                         self.wait,
                     )
             since, self._seen = self.since, now
