@@ -50,8 +50,8 @@ class UnmatchedSettings:
         include, exclude, approval, timeouts, forwarding = unmatched
         if include:
             self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
-        if exclude:  # a typo leaves offered the tool it meant to hide
-            self._log.warning("%s", globs_unmatched("exclude", exclude, names, listing=True))
+        if exclude:
+            self._log.info("%s", globs_unmatched("exclude", exclude, names))
         if approval:
             said = globs_unmatched("require_approval", approval, names)
             them = "it" if len(approval) == 1 else "them"
