@@ -72,14 +72,7 @@ async def test_a_tool_module_named_as_an_imported_one_is_refused_naming_both(
     (tmp_path / f"{module}.py").write_text('def f() -> str:\n    """F."""\n    return "f"\n')
     file = tmp_path / "agent-gateway.toml"
     file.write_text(f'[tools.f]\npython = "{module}:f"\n')
-    kept_path = list(sys.path)
-    try:
-        with pytest.raises(ConfigError) as caught:
-            async with open_gateway(load_config(file)):
-                pass
-    finally:
-        sys.path[:] = kept_path
-    assert str(caught.value) == (
+    assert await _refusal(file) == (
         f"{file}: tools.f.python: the module {module!r} beside the file "
         f"({tmp_path / module}.py) is not the one imported by that name "
         f"({sys.modules[module].__file__}): rename it"
@@ -91,6 +84,15 @@ async def test_a_tool_module_beside_that_fails_its_own_import_says_why(tmp_path:
     (tmp_path / f"{module}.py").write_text("import no_such_module_anywhere\n")
     file = tmp_path / "agent-gateway.toml"
     file.write_text(f'[tools.f]\npython = "{module}:f"\n')
+    assert await _refusal(file) == (
+        f"{file}: tools.f.python: cannot import '{module}:f': "
+        "No module named 'no_such_module_anywhere'"
+    )
+
+
+async def _refusal(file: Path) -> str:
+    """What opening a gateway on `file` refuses it with (`ConfigError`), sys.path kept as
+    it was (the gateway puts the config's folder on it)."""
     kept_path = list(sys.path)
     try:
         with pytest.raises(ConfigError) as caught:
@@ -98,7 +100,4 @@ async def test_a_tool_module_beside_that_fails_its_own_import_says_why(tmp_path:
                 pass
     finally:
         sys.path[:] = kept_path
-    assert str(caught.value) == (
-        f"{file}: tools.f.python: cannot import '{module}:f': "
-        "No module named 'no_such_module_anywhere'"
-    )
+    return str(caught.value)
